@@ -1,0 +1,78 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "switchyard",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "switchyard", targets: ["switchyard"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
+    ],
+    targets: [
+        // C libraries: module maps and tiny static-inline shims only.
+        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CBluetooth", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
+
+        // Device model, topic scheme, command parsing, the Adapter protocol and the bridge engine.
+        .target(name: "SwitchyardCore", dependencies: [
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
+        // MQTT transport over libmosquitto: own network thread, outbox, retained ledger, reconnect supervisor.
+        .target(name: "SwitchyardMQTT", dependencies: [
+            "SwitchyardCore", "CMosquitto",
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
+        // Async HTTP client over the libcurl multi interface, shared by the cloud adapters.
+        .target(name: "SwitchyardHTTP", dependencies: [
+            "CCurl",
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
+        // YAML -> typed config, ${ENV} and *_file secrets, validation with file:line:column, redaction.
+        .target(name: "SwitchyardConfig", dependencies: [
+            "SwitchyardCore",
+            .product(name: "Yams", package: "Yams"),
+        ], swiftSettings: strict),
+        // Loopback servers that speak each upstream's real protocol (tests and `switchyard demo`).
+        .target(name: "SwitchyardSimulators", dependencies: [
+            .product(name: "FlyingFox", package: "FlyingFox"),
+        ], swiftSettings: strict),
+        // In-memory devices: for trying the bridge (`switchyard demo`) and for process-level tests.
+        .target(name: "VirtualAdapter", dependencies: ["SwitchyardCore"], swiftSettings: strict),
+        // Wiring: config -> transport + engine + adapters as Services under one ServiceGroup.
+        .target(name: "SwitchyardRuntime", dependencies: [
+            "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardHTTP", "VirtualAdapter",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ], swiftSettings: strict),
+        .executableTarget(name: "switchyard", dependencies: [
+            "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
+
+        // Test helpers shared by every test target: broker launcher, free port, MQTT probe client.
+        .target(name: "SwitchyardTestSupport", dependencies: [
+            "SwitchyardCore", "SwitchyardMQTT", "CMosquitto",
+            .product(name: "Logging", package: "swift-log"),
+        ], path: "Tests/SwitchyardTestSupport", swiftSettings: strict),
+        .testTarget(name: "SwitchyardCoreTests", dependencies: ["SwitchyardCore"], swiftSettings: strict),
+        .testTarget(name: "SwitchyardConfigTests", dependencies: ["SwitchyardConfig", "SwitchyardCore"], swiftSettings: strict),
+        .testTarget(name: "SwitchyardHTTPTests", dependencies: ["SwitchyardHTTP", "SwitchyardSimulators"], swiftSettings: strict),
+        .testTarget(name: "SwitchyardIntegrationTests", dependencies: [
+            "SwitchyardTestSupport", "SwitchyardRuntime", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig",
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
+    ]
+)

@@ -1,0 +1,276 @@
+import Foundation
+import SwitchyardCore
+import Yams
+
+/// The whole configuration, read once from one YAML file. Defaults are documented in
+/// `config.example.yaml`; every key there is read here and nowhere else.
+public struct SwitchyardConfig: Sendable, Equatable {
+    public struct Log: Sendable, Equatable {
+        public var level = "info"
+        public var format = "text"
+    }
+
+    public struct TLS: Sendable, Equatable {
+        public var caFile: String?
+        public var caPath: String?
+        public var certFile: String?
+        public var keyFile: String?
+        public var verify = true
+    }
+
+    public struct MQTT: Sendable, Equatable {
+        public var url = "mqtt://127.0.0.1:1883"
+        public var host = "127.0.0.1"
+        public var port = 1883
+        public var useTLS = false
+        public var baseTopic = "switchyard"
+        /// 4 (MQTT 3.1.1) or 5.
+        public var protocolVersion = 4
+        public var clientID = "switchyard-switchyard"
+        public var username: String?
+        public var password: String?
+        public var keepalive = 60
+        public var sessionExpiry = 3600
+        public var commandMaxAge = 30.0
+        public var maxPayload = 256 * 1024
+        public var maxInflight = 100
+        public var outboxMaxEvents = 10_000
+        public var reconnectMinDelay = 1.0
+        public var reconnectMaxDelay = 30.0
+        public var connectTimeout = 10.0
+        public var stuckAfter = 120.0
+        public var tls = TLS()
+    }
+
+    public struct HomeAssistant: Sendable, Equatable {
+        public var discovery = true
+        public var prefix = "homeassistant"
+        public var statusTopic = "homeassistant/status"
+    }
+
+    public struct VirtualDevice: Sendable, Equatable {
+        public var name: String
+        public var label: String
+        public var type: String
+        public init(name: String, label: String, type: String) {
+            self.name = name
+            self.label = label
+            self.type = type
+        }
+    }
+
+    public struct Virtual: Sendable, Equatable {
+        public var devices: [VirtualDevice] = []
+        public var sensorInterval = 30.0
+        public init(devices: [VirtualDevice] = [], sensorInterval: Double = 30) {
+            self.devices = devices
+            self.sensorInterval = sensorInterval
+        }
+    }
+
+    public var file = "config.yaml"
+    public var stateDir = "/var/lib/switchyard"
+    public var log = Log()
+    public var mqtt = MQTT()
+    public var homeassistant = HomeAssistant()
+    public var healthInterval = 60.0
+    public var virtual: Virtual?
+    /// Every secret value read (for leak checks in tests); never printed.
+    public var secretValues: [String] = []
+
+    public init() {}
+
+    /// Reads and validates a config file. Throws every problem at once.
+    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigErrors) -> SwitchyardConfig {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw ConfigErrors(problems: [ConfigProblem(file: path, line: 1, column: 1, path: "", message: "cannot read the config file")])
+        }
+        return try parse(yaml: text, file: path, environment: environment)
+    }
+
+    public static func parse(yaml: String, file: String, environment: [String: String] = [:]) throws(ConfigErrors) -> SwitchyardConfig {
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: yaml)
+        } catch let e as YamlError {
+            throw ConfigErrors(problems: [Self.syntaxProblem(e, file: file)])
+        } catch {
+            throw ConfigErrors(problems: [ConfigProblem(file: file, line: 1, column: 1, path: "", message: "YAML error: \(error)")])
+        }
+        let reader = ConfigReader(file: file, environment: environment)
+        var c = SwitchyardConfig()
+        c.file = file
+        let top = ConfigReader.Section(reader: reader, path: "", node: root)
+
+        c.stateDir = top.string("state_dir") ?? environment["STATE_DIRECTORY"] ?? "/var/lib/switchyard"
+
+        let log = top.section("log")
+        c.log.level = log.choice("level", "info", ["trace", "debug", "info", "notice", "warning", "error", "critical"])
+        c.log.format = log.choice("format", "text", ["text", "json"])
+        log.finish()
+
+        readMQTT(top.section("mqtt"), into: &c.mqtt)
+
+        let ha = top.section("homeassistant")
+        c.homeassistant.discovery = ha.bool("discovery", true)
+        c.homeassistant.prefix = topicPrefix(ha, "prefix", "homeassistant")
+        c.homeassistant.statusTopic = topicPrefix(ha, "status_topic", "homeassistant/status")
+        ha.finish()
+
+        let health = top.section("health")
+        c.healthInterval = health.double("interval", 60, min: 1, max: 86_400)
+        health.finish()
+
+        if top.has("virtual") {
+            let v = top.section("virtual")
+            var virtual = Virtual()
+            virtual.sensorInterval = v.double("sensor_interval", 30, min: 0.1, max: 86_400)
+            var seen: Set<String> = []
+            for d in v.list("devices") {
+                let name = d.string("name") ?? ""
+                if name.isEmpty {
+                    reader.problem(d.mark, d.path + ".name", "every device needs a name")
+                } else if let p = Naming.problem(withName: name) {
+                    reader.problem(d.mark(of: "name"), d.path + ".name", p)
+                } else if !seen.insert(name).inserted {
+                    reader.problem(d.mark(of: "name"), d.path + ".name", "duplicate device name '\(name)'")
+                }
+                let type = d.choice("type", "light", ["light", "switch", "sensor"])
+                let label = d.string("label", name)
+                d.finish()
+                virtual.devices.append(VirtualDevice(name: name, label: label, type: type))
+            }
+            v.finish()
+            c.virtual = virtual
+        }
+        top.finish()
+        c.secretValues = reader.secrets
+        if !reader.problems.isEmpty { throw ConfigErrors(problems: reader.problems) }
+        return c
+    }
+
+    static func topicPrefix(_ s: ConfigReader.Section, _ key: String, _ def: String) -> String {
+        guard let (v, mark) = s.scalar(key) else { return def }
+        if v.isEmpty || v.contains("+") || v.contains("#") || v.hasPrefix("/") || v.hasSuffix("/") {
+            s.reader.problem(mark, s.key(key), "'\(v)' is not a valid topic (no + or #, no leading or trailing /)")
+            return def
+        }
+        return v
+    }
+
+    static func readMQTT(_ m: ConfigReader.Section, into c: inout MQTT) {
+        let r = m.reader
+        if let (url, mark) = m.scalar("url") {
+            c.url = url
+            if let comps = URLComponents(string: url), let scheme = comps.scheme?.lowercased(), ["mqtt", "mqtts"].contains(scheme),
+               let host = comps.host, !host.isEmpty {
+                if comps.user != nil || comps.password != nil {
+                    r.problem(mark, m.key("url"), "credentials in the URL are not allowed: use mqtt.username and mqtt.password (or password_file)")
+                }
+                c.useTLS = scheme == "mqtts"
+                c.host = host
+                c.port = comps.port ?? (c.useTLS ? 8883 : 1883)
+            } else {
+                r.problem(mark, m.key("url"), "expected mqtt://host[:port] or mqtts://host[:port], got '\(url)'")
+            }
+        }
+        c.baseTopic = topicPrefix(m, "base_topic", "switchyard")
+        switch m.choice("protocol", "3.1.1", ["3.1.1", "5", "5.0"]) {
+        case "5", "5.0": c.protocolVersion = 5
+        default: c.protocolVersion = 4
+        }
+        c.clientID = m.string("client_id") ?? "switchyard-\(c.baseTopic.replacingOccurrences(of: "/", with: "-"))"
+        if c.clientID.isEmpty || c.clientID.utf8.count > 65_535 { r.problem(m.mark(of: "client_id"), m.key("client_id"), "must not be empty") }
+        c.username = m.string("username")
+        c.password = m.secret("password")
+        if c.password != nil && c.username == nil {
+            r.problem(m.mark(of: "password"), m.key("password"), "a password needs mqtt.username")
+        }
+        c.keepalive = m.int("keepalive", 60, min: 5, max: 65_535)
+        c.sessionExpiry = m.int("session_expiry", 3600, min: 0, max: 4_294_967_295)
+        c.commandMaxAge = m.double("command_max_age", 30, min: 0)
+        c.maxPayload = m.int("max_payload", 256 * 1024, min: 1, max: 268_435_455)
+        c.maxInflight = m.int("max_inflight", 100, min: 1, max: 65_535)
+        let outbox = m.section("outbox")
+        c.outboxMaxEvents = outbox.int("max_events", 10_000, min: 0, max: 10_000_000)
+        outbox.finish()
+        let rc = m.section("reconnect")
+        c.reconnectMinDelay = rc.double("min_delay", 1, min: 0.01, max: 3600)
+        c.reconnectMaxDelay = rc.double("max_delay", 30, min: 0.01, max: 86_400)
+        c.connectTimeout = rc.double("connect_timeout", 10, min: 0.1, max: 3600)
+        c.stuckAfter = rc.double("stuck_after", 120, min: 1, max: 86_400)
+        if c.reconnectMaxDelay < c.reconnectMinDelay {
+            r.problem(rc.mark(of: "max_delay"), rc.key("max_delay"), "must not be smaller than min_delay")
+        }
+        rc.finish()
+        let tls = m.section("tls")
+        c.tls.caFile = tls.string("ca_file")
+        c.tls.caPath = tls.string("ca_path")
+        c.tls.certFile = tls.string("cert_file")
+        c.tls.keyFile = tls.string("key_file")
+        c.tls.verify = tls.bool("verify", true)
+        for (k, v) in [("ca_file", c.tls.caFile), ("cert_file", c.tls.certFile), ("key_file", c.tls.keyFile)] {
+            if let v, !FileManager.default.isReadableFile(atPath: v) {
+                r.problem(tls.mark(of: k), tls.key(k), "file '\(v)' cannot be read")
+            }
+        }
+        if (c.tls.certFile == nil) != (c.tls.keyFile == nil) {
+            r.problem(tls.mark, tls.path, "cert_file and key_file go together")
+        }
+        if tls.has("ca_file") || tls.has("cert_file"), !c.useTLS {
+            r.problem(tls.mark, tls.path, "TLS settings need an mqtts:// url")
+        }
+        tls.finish()
+        m.finish()
+    }
+
+    static func syntaxProblem(_ e: YamlError, file: String) -> ConfigProblem {
+        switch e {
+        case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _),
+             .composer(let context, let problem, let mark, _):
+            let ctx = context.map { "\($0.text) " } ?? ""
+            return ConfigProblem(file: file, line: mark.line, column: mark.column, path: "", message: "YAML syntax: \(ctx)\(problem)")
+        case .duplicatedKeysInMapping(let duplicates, let context):
+            return ConfigProblem(file: file, line: context.mark.line, column: context.mark.column, path: "",
+                                 message: "duplicate keys: \(duplicates.joined(separator: ", "))")
+        default:
+            return ConfigProblem(file: file, line: 1, column: 1, path: "", message: "YAML error: \(e)")
+        }
+    }
+
+    /// The effective config for bridge/info, every secret replaced by "***".
+    public var redactedJSON: JSONValue {
+        var mqtt: [String: JSONValue] = [
+            "url": .string("\(mqtt.useTLS ? "mqtts" : "mqtt")://\(mqtt.host):\(mqtt.port)"),
+            "base_topic": .string(mqtt.baseTopic), "protocol": .string(mqtt.protocolVersion == 5 ? "5" : "3.1.1"),
+            "client_id": .string(mqtt.clientID), "keepalive": JSONValue(mqtt.keepalive), "session_expiry": JSONValue(mqtt.sessionExpiry),
+            "command_max_age": .number(mqtt.commandMaxAge), "max_payload": JSONValue(mqtt.maxPayload),
+            "max_inflight": JSONValue(mqtt.maxInflight), "outbox": ["max_events": JSONValue(mqtt.outboxMaxEvents)],
+            "reconnect": ["min_delay": .number(mqtt.reconnectMinDelay), "max_delay": .number(mqtt.reconnectMaxDelay),
+                          "connect_timeout": .number(mqtt.connectTimeout), "stuck_after": .number(mqtt.stuckAfter)],
+            "tls": ["ca_file": mqtt.tls.caFile.map(JSONValue.string) ?? .null, "cert_file": mqtt.tls.certFile.map(JSONValue.string) ?? .null,
+                    "key_file": mqtt.tls.keyFile.map(JSONValue.string) ?? .null, "verify": .bool(mqtt.tls.verify)],
+        ]
+        mqtt["username"] = self.mqtt.username.map(JSONValue.string) ?? .null
+        mqtt["password"] = self.mqtt.password == nil ? .null : "***"
+        var o: [String: JSONValue] = [
+            "state_dir": .string(stateDir),
+            "log": ["level": .string(log.level), "format": .string(log.format)],
+            "mqtt": .object(mqtt),
+            "homeassistant": ["discovery": .bool(homeassistant.discovery), "prefix": .string(homeassistant.prefix),
+                              "status_topic": .string(homeassistant.statusTopic)],
+            "health": ["interval": .number(healthInterval)],
+        ]
+        if let virtual {
+            o["virtual"] = ["sensor_interval": .number(virtual.sensorInterval),
+                            "devices": .array(virtual.devices.map { ["name": .string($0.name), "label": .string($0.label), "type": .string($0.type)] })]
+        }
+        return .object(o)
+    }
+
+    /// The broker URL without credentials, for bridge/info.
+    public var brokerURL: String { "\(mqtt.useTLS ? "mqtts" : "mqtt")://\(mqtt.host):\(mqtt.port)" }
+}

@@ -1,0 +1,66 @@
+/// One upstream (LIFX cloud, Nova BLE, an Imp agent…). An adapter never builds a topic, never
+/// publishes and never parses an MQTT payload: it declares devices and capabilities, receives typed,
+/// already-validated commands, and reports state and availability through its `AdapterContext`.
+public protocol Adapter: Sendable {
+    /// The topic segment and config key: `lifx`, `nova`, `imp`, `virtual`.
+    var id: String { get }
+    /// Name prefixes the adapter uses as namespaces (`group/`), refused for device names.
+    var reservedPrefixes: [String] { get }
+    /// Runs until cancelled: lists devices, polls, keeps connections. Report through `context`.
+    func run(context: AdapterContext) async throws
+    /// Carries out a validated command. Throw `AdapterError` with a message a user can act on.
+    func perform(_ command: DeviceCommand, context: AdapterContext) async throws
+    /// Re-reads one device from upstream now (`/get`).
+    func refresh(deviceID: String, context: AdapterContext) async throws
+    /// Re-lists every device now (`bridge/request/devices/refresh`).
+    func refreshAll(context: AdapterContext) async throws
+    /// Adapter-specific bridge requests (`bridge/request/<adapter>/<path>`); nil when unknown.
+    func request(path: String, payload: JSONValue, context: AdapterContext) async throws -> JSONValue?
+}
+
+extension Adapter {
+    public var reservedPrefixes: [String] { [] }
+    public func refreshAll(context: AdapterContext) async throws {}
+    public func request(path: String, payload: JSONValue, context: AdapterContext) async throws -> JSONValue? { nil }
+}
+
+/// The adapter's only way out: every call goes to the core, which owns topics and publishing.
+public struct AdapterContext: Sendable {
+    let engine: BridgeEngine
+    public let adapterID: String
+
+    /// A complete listing. `authoritative` listings (from config) remove missing devices at once;
+    /// upstream listings remove a device only after it is absent from 3 consecutive listings.
+    public func setDevices(_ devices: [DeviceDescriptor], authoritative: Bool) async {
+        await engine.setDevices(adapterID, devices, authoritative: authoritative)
+    }
+    /// Merges fields into the device's state and publishes the full state if a rounded value changed.
+    public func update(_ deviceID: String, _ fields: [String: JSONValue]) async {
+        await engine.update(adapterID, deviceID, fields)
+    }
+    public func setAvailable(_ deviceID: String, _ available: Bool) async {
+        await engine.setAvailable(adapterID, deviceID, available)
+    }
+    public func setStatus(_ status: AdapterStatus) async {
+        await engine.setStatus(adapterID, status)
+    }
+    /// Counts an upstream request for bridge/health (`error` nil on success).
+    public func recordRequest(error: String?) async {
+        await engine.recordRequest(adapterID, error: error)
+    }
+    /// A warning or error a user should see on bridge/log.
+    public func log(_ level: BridgeLogLevel, _ message: String, deviceID: String? = nil) async {
+        await engine.adapterLog(adapterID, level, message, deviceID: deviceID)
+    }
+    public func event(_ type: String, _ data: [String: JSONValue]) async {
+        await engine.publishEvent(type, data)
+    }
+    /// The device's current state as last reported or commanded.
+    public func state(of deviceID: String) async -> [String: JSONValue]? {
+        await engine.currentState(adapterID, deviceID)
+    }
+}
+
+public enum BridgeLogLevel: String, Sendable {
+    case info, warning, error
+}

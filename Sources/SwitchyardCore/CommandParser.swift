@@ -1,0 +1,62 @@
+import Foundation
+
+/// Turns a `/set` or `/set/<field>` payload into validated fields (TOPICS.md "Device topics").
+public enum CommandParser {
+    public struct Parsed: Sendable, Equatable {
+        public var fields: [String: JSONValue]
+        public var transaction: JSONValue?
+    }
+
+    public struct Failure: Error, Sendable, Equatable {
+        public var message: String
+        /// The transaction, when it could be read before the payload failed.
+        public var transaction: JSONValue?
+    }
+
+    /// Reads the raw fields of a command: a JSON object, or bare ON/OFF/TOGGLE for `/set`;
+    /// a plain value (numbers and JSON literals parsed, anything else taken as a string) for `/set/<field>`.
+    public static func read(payload: [UInt8], field: String?) -> Result<Parsed, Failure> {
+        let text = String(decoding: payload, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        if let field {
+            if text.isEmpty { return .failure(Failure(message: "empty payload for field '\(field)'")) }
+            let value = (try? JSONValue.parse(text)) ?? .string(text)
+            return .success(Parsed(fields: [field: value], transaction: nil))
+        }
+        if text.isEmpty { return .failure(Failure(message: "empty payload: expected a JSON object or ON, OFF, TOGGLE")) }
+        let upper = text.uppercased()
+        if ["ON", "OFF", "TOGGLE"].contains(upper) { return .success(Parsed(fields: ["state": .string(upper)], transaction: nil)) }
+        let value: JSONValue
+        do {
+            value = try JSONValue.parse(text)
+        } catch {
+            return .failure(Failure(message: "malformed JSON: expected a JSON object or ON, OFF, TOGGLE, got '\(text.prefix(80))'"))
+        }
+        guard case .object(var o) = value else {
+            return .failure(Failure(message: "expected a JSON object or ON, OFF, TOGGLE, got \(value.serialized.prefix(80))"))
+        }
+        let transaction = o.removeValue(forKey: "transaction")
+        if o.isEmpty { return .failure(Failure(message: "no fields to set", transaction: transaction)) }
+        return .success(Parsed(fields: o, transaction: transaction))
+    }
+
+    /// Validates every field against the device's capabilities; all problems are reported in one message.
+    public static func validate(_ fields: [String: JSONValue], against device: DeviceDescriptor) -> Result<[String: JSONValue], Failure> {
+        var out: [String: JSONValue] = [:]
+        var problems: [String] = []
+        let writable = device.capabilities.filter(\.writable).map(\.name)
+        for key in fields.keys.sorted() {
+            guard let cap = device.capability(key) else {
+                problems.append("unknown field '\(key)' (writable: \(writable.joined(separator: ", ")))")
+                continue
+            }
+            do {
+                out[key] = try cap.validate(fields[key]!)
+            } catch {
+                problems.append(error.description)
+            }
+        }
+        if !problems.isEmpty { return .failure(Failure(message: problems.joined(separator: "; "))) }
+        return .success(out)
+    }
+}
+

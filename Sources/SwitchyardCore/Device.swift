@@ -1,0 +1,71 @@
+/// How Home Assistant should see a device's main entity.
+public enum DeviceCategory: String, Sendable, Equatable {
+    case light
+    case `switch`
+    case sensor
+    /// No main entity: only the capabilities' own entities (sensors, buttons) are announced.
+    case generic
+}
+
+/// A device as an adapter declares it. The core turns it into topics, names and discovery.
+public struct DeviceDescriptor: Sendable, Equatable {
+    /// Stable upstream id (LIFX id, Nova MAC, Imp configured name). Never changes for a device.
+    public var id: String
+    /// The upstream's own label, slugged into the topic name unless the user configured a name.
+    public var label: String
+    /// A friendly name the user configured (`/` allowed for folders); wins over the label.
+    public var configuredName: String?
+    /// A topic sub-path inside the adapter (`group/` for LIFX groups), or empty.
+    public var namespace: String
+    public var model: String?
+    public var manufacturer: String?
+    public var category: DeviceCategory
+    public var capabilities: [Capability]
+
+    public init(id: String, label: String, configuredName: String? = nil, namespace: String = "", model: String? = nil,
+                manufacturer: String? = nil, category: DeviceCategory, capabilities: [Capability]) {
+        self.id = id
+        self.label = label
+        self.configuredName = configuredName
+        self.namespace = namespace
+        self.model = model
+        self.manufacturer = manufacturer
+        self.category = category
+        self.capabilities = capabilities
+    }
+
+    public func capability(_ name: String) -> Capability? { capabilities.first { $0.name == name } }
+}
+
+/// A command after parsing and validation: every field is known, writable and in range.
+public struct DeviceCommand: Sendable, Equatable {
+    public var deviceID: String
+    public var fields: [String: JSONValue]
+    public init(deviceID: String, fields: [String: JSONValue]) {
+        self.deviceID = deviceID
+        self.fields = fields
+    }
+}
+
+/// An error an adapter reports for a command or a request; the message reaches bridge/log as is.
+public struct AdapterError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+public enum AdapterStatus: Sendable, Equatable, CustomStringConvertible {
+    case starting
+    case running
+    case disabled(String)
+    case error(String)
+
+    public var description: String {
+        switch self {
+        case .starting: return "starting"
+        case .running: return "running"
+        case .disabled(let r): return "disabled: \(r)"
+        case .error(let r): return "error: \(r)"
+        }
+    }
+}

@@ -1,0 +1,154 @@
+/// Builds Home Assistant MQTT discovery configs from a device's declared capabilities
+/// (per-component discovery, TOPICS.md Decision 8). Pure: the engine decides when to publish.
+public struct DiscoveryBuilder: Sendable {
+    public var scheme: TopicScheme
+    public var version: String
+
+    public init(scheme: TopicScheme, version: String) {
+        self.scheme = scheme
+        self.version = version
+    }
+
+    public struct Entry: Sendable, Equatable {
+        public var topic: String
+        public var payload: JSONValue
+    }
+
+    /// `switchyard_<base>_<adapter>_<id>`, normalised to `[A-Za-z0-9_-]`.
+    public func nodeID(adapter: String, deviceID: String) -> String {
+        "switchyard_\(Naming.normaliseID(scheme.base))_\(Naming.normaliseID(adapter))_\(Naming.normaliseID(deviceID))"
+    }
+
+    static let lightFields: Set<String> = ["state", "brightness", "color", "color_temp", "color_mode", "transition", "effect"]
+
+    public func entries(adapter: String, name: String, device d: DeviceDescriptor) -> [Entry] {
+        let node = nodeID(adapter: adapter, deviceID: d.id)
+        let stateTopic = scheme.device(adapter: adapter, name: name)
+        let setTopic = scheme.set(adapter: adapter, name: name)
+        let objectBase = Naming.slug(name).isEmpty ? Naming.normaliseID(d.id) : Naming.slug(name)
+        var deviceBlock: [String: JSONValue] = [
+            "identifiers": [.string(node)],
+            "name": .string(d.label.isEmpty ? name : d.label),
+        ]
+        if let m = d.model { deviceBlock["model"] = .string(m) }
+        if let m = d.manufacturer { deviceBlock["manufacturer"] = .string(m) }
+        let common: [String: JSONValue] = [
+            "availability": [
+                ["topic": .string(scheme.bridgeState)],
+                ["topic": .string(scheme.availability(adapter: adapter, name: name))],
+            ],
+            "availability_mode": "all",
+            "device": .object(deviceBlock),
+            "origin": ["name": "Switchyard", "sw_version": .string(version), "support_url": "https://github.com/switchyard/switchyard"],
+            "qos": 1,
+        ]
+        var out: [Entry] = []
+        func add(_ component: String, _ object: String, main: Bool, _ fields: [String: JSONValue]) {
+            var p = common
+            for (k, v) in fields { p[k] = v }
+            let objectID = main ? objectBase : "\(objectBase)_\(Naming.normaliseID(object))"
+            p["unique_id"] = .string("\(node)_\(Naming.normaliseID(object))")
+            p["object_id"] = .string(objectID)
+            p["default_entity_id"] = .string("\(component).\(objectID)")
+            if main { p["name"] = .null }
+            out.append(Entry(topic: "\(scheme.discoveryPrefix)/\(component)/\(node)/\(Naming.normaliseID(object))/config",
+                             payload: .object(p)))
+        }
+
+        var consumed: Set<String> = []
+        switch d.category {
+        case .light:
+            var modes: [JSONValue] = []
+            if d.capability("color") != nil { modes.append("hs") }
+            if d.capability("color_temp") != nil { modes.append("color_temp") }
+            if modes.isEmpty { modes = d.capability("brightness") != nil ? ["brightness"] : ["onoff"] }
+            var f: [String: JSONValue] = [
+                "schema": "json", "state_topic": .string(stateTopic), "command_topic": .string(setTopic),
+                "supported_color_modes": .array(modes),
+            ]
+            if d.capability("brightness") != nil { f["brightness"] = true; f["brightness_scale"] = 100 }
+            if let ct = d.capability("color_temp"), case .integer(let lo, let hi) = ct.kind {
+                f["color_temp_kelvin"] = true; f["min_kelvin"] = JSONValue(lo); f["max_kelvin"] = JSONValue(hi)
+            }
+            if let fx = d.capability("effect"), case .enumeration(let values) = fx.kind {
+                f["effect"] = true; f["effect_list"] = .array(values.map(JSONValue.string))
+            }
+            add("light", "light", main: true, f)
+            consumed = Self.lightFields
+        case .switch:
+            add("switch", "switch", main: true, [
+                "state_topic": .string(stateTopic), "command_topic": .string(setTopic),
+                "value_template": "{{ value_json.state }}", "payload_on": "ON", "payload_off": "OFF",
+                "state_on": "ON", "state_off": "OFF",
+            ])
+            consumed = ["state"]
+        case .sensor, .generic:
+            break
+        }
+
+        for c in d.capabilities where !consumed.contains(c.name) && c.role != .hidden {
+            var f: [String: JSONValue] = ["name": .string(c.name.replacingOccurrences(of: "_", with: " ").capitalizedFirst)]
+            let template: JSONValue = .string("{{ value_json.\(c.name) }}")
+            if c.role == .diagnostic { f["entity_category"] = "diagnostic" }
+            if let u = c.unit { f["unit_of_measurement"] = .string(u) }
+            if let dc = c.deviceClass { f["device_class"] = .string(dc) }
+            let fieldSet = "\(setTopic)/\(c.name)"
+            switch c.kind {
+            case .action(let values):
+                for v in values {
+                    var g = f
+                    g["name"] = .string(v.replacingOccurrences(of: "_", with: " ").capitalizedFirst)
+                    g["command_topic"] = .string(fieldSet)
+                    g["payload_press"] = .string(v)
+                    g.removeValue(forKey: "unit_of_measurement")
+                    add("button", "\(c.name)_\(v)", main: false, g)
+                }
+            case .binary where c.writable, .bool where c.writable:
+                f["state_topic"] = .string(stateTopic); f["command_topic"] = .string(fieldSet)
+                f["value_template"] = .string(c.kind == .bool ? "{{ 'ON' if value_json.\(c.name) else 'OFF' }}" : "{{ value_json.\(c.name) }}")
+                f["payload_on"] = c.kind == .bool ? "true" : "ON"
+                f["payload_off"] = c.kind == .bool ? "false" : "OFF"
+                f["state_on"] = "ON"; f["state_off"] = "OFF"
+                add("switch", c.name, main: false, f)
+            case .enumeration(let values) where c.writable:
+                f["state_topic"] = .string(stateTopic); f["command_topic"] = .string(fieldSet)
+                f["value_template"] = template; f["options"] = .array(values.map(JSONValue.string))
+                add("select", c.name, main: false, f)
+            case .integer(let lo, let hi) where c.writable:
+                f["state_topic"] = .string(stateTopic); f["command_topic"] = .string(fieldSet)
+                f["value_template"] = template; f["min"] = JSONValue(lo); f["max"] = JSONValue(hi); f["step"] = 1
+                add("number", c.name, main: false, f)
+            case .number(let lo, let hi, let p) where c.writable:
+                f["state_topic"] = .string(stateTopic); f["command_topic"] = .string(fieldSet)
+                f["value_template"] = template; f["min"] = .number(lo); f["max"] = .number(hi)
+                f["step"] = .number(Capability.round(1 / pow10(p), precision: p))
+                add("number", c.name, main: false, f)
+            case .binary, .bool:
+                f["state_topic"] = .string(stateTopic)
+                f["value_template"] = .string(c.kind == .bool ? "{{ 'ON' if value_json.\(c.name) else 'OFF' }}" : "{{ value_json.\(c.name) }}")
+                f["payload_on"] = "ON"; f["payload_off"] = "OFF"
+                f.removeValue(forKey: "unit_of_measurement")
+                add("binary_sensor", c.name, main: false, f)
+            case .integer, .number, .enumeration, .text:
+                guard c.readable else { continue }
+                f["state_topic"] = .string(stateTopic); f["value_template"] = template
+                if case .integer = c.kind { f["state_class"] = "measurement" }
+                if case .number = c.kind { f["state_class"] = "measurement" }
+                add("sensor", c.name, main: false, f)
+            case .object:
+                continue
+            }
+        }
+        return out
+    }
+}
+
+private func pow10(_ p: Int) -> Double {
+    var v = 1.0
+    for _ in 0..<max(0, p) { v *= 10 }
+    return v
+}
+
+extension String {
+    var capitalizedFirst: String { prefix(1).uppercased() + dropFirst() }
+}

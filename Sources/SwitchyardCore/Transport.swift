@@ -1,0 +1,97 @@
+import Foundation
+import Synchronization
+
+/// A message received from the broker, copied out of the transport's buffers.
+public struct InboundMessage: Sendable, Equatable {
+    public var topic: String
+    public var payload: [UInt8]
+    public var retain: Bool
+    public var qos: Int
+    /// MQTT v5 user properties (empty under 3.1.1).
+    public var userProperties: [String: String]
+    public var receivedAt: Date
+
+    public init(topic: String, payload: [UInt8], retain: Bool = false, qos: Int = 1, userProperties: [String: String] = [:],
+                receivedAt: Date = Date()) {
+        self.topic = topic
+        self.payload = payload
+        self.retain = retain
+        self.qos = qos
+        self.userProperties = userProperties
+        self.receivedAt = receivedAt
+    }
+}
+
+public enum TransportEvent: Sendable, Equatable {
+    case connected(sessionPresent: Bool)
+    case disconnected(reason: String)
+    case message(InboundMessage)
+}
+
+public struct TransportStats: Sendable, Equatable {
+    public var connected = false
+    /// Messages waiting in the outbox (not yet acknowledged by the broker).
+    public var outbox = 0
+    /// Non-retained messages dropped because the outbox was full.
+    public var dropped = 0
+    public var published = 0
+    public var received = 0
+    public var connects = 0
+    public var clientRecreations = 0
+    public init() {}
+}
+
+/// The broker, as the core sees it. Publishing never fails: a message the broker has not
+/// acknowledged stays in the transport's outbox and is sent after a reconnect. Every retained topic
+/// ever published is kept (latest value) and re-published on every connect, so a broker restarted
+/// without persistence gets the whole tree back.
+public protocol MQTTTransport: AnyObject, Sendable {
+    /// Ordered events from the network. One consumer.
+    var events: AsyncStream<TransportEvent> { get }
+    func publish(_ topic: String, _ payload: [UInt8], qos: Int, retain: Bool)
+    /// Replaces the set of subscriptions; kept across reconnects.
+    func setSubscriptions(_ filters: [String])
+    func stats() -> TransportStats
+}
+
+extension MQTTTransport {
+    public func publish(_ topic: String, _ text: String, qos: Int = 1, retain: Bool = false) {
+        publish(topic, Array(text.utf8), qos: qos, retain: retain)
+    }
+    public func publish(_ topic: String, json: JSONValue, qos: Int = 1, retain: Bool = false) {
+        publish(topic, json.bytes, qos: qos, retain: retain)
+    }
+}
+
+/// An in-memory transport for unit tests of routing: records publishes, lets tests inject messages.
+public final class InMemoryTransport: MQTTTransport {
+    public struct Published: Sendable, Equatable {
+        public var topic: String
+        public var payload: String
+        public var qos: Int
+        public var retain: Bool
+    }
+
+    public let events: AsyncStream<TransportEvent>
+    private let continuation: AsyncStream<TransportEvent>.Continuation
+    private let state = Mutex<(published: [Published], subscriptions: [String], stats: TransportStats)>(([], [], TransportStats()))
+
+    public init() {
+        (events, continuation) = AsyncStream.makeStream(of: TransportEvent.self)
+    }
+
+    public func publish(_ topic: String, _ payload: [UInt8], qos: Int, retain: Bool) {
+        state.withLock {
+            $0.published.append(Published(topic: topic, payload: String(decoding: payload, as: UTF8.self), qos: qos, retain: retain))
+            $0.stats.published += 1
+        }
+    }
+    public func setSubscriptions(_ filters: [String]) { state.withLock { $0.subscriptions = filters } }
+    public func stats() -> TransportStats { state.withLock { $0.stats } }
+
+    public var published: [Published] { state.withLock { $0.published } }
+    public var subscriptions: [String] { state.withLock { $0.subscriptions } }
+    public func clear() { state.withLock { $0.published.removeAll() } }
+    public func inject(_ event: TransportEvent) { continuation.yield(event) }
+    public func finish() { continuation.finish() }
+}

@@ -1,0 +1,76 @@
+import Foundation
+
+/// Everything the transport needs to reach the broker, already validated by the config layer.
+public struct MQTTSettings: Sendable {
+    public struct TLS: Sendable {
+        public var caFile: String?
+        public var caPath: String?
+        public var certFile: String?
+        public var keyFile: String?
+        /// Verify the broker's certificate and host name (default true; `false` is for lab brokers only).
+        public var verify: Bool
+        public init(caFile: String? = nil, caPath: String? = nil, certFile: String? = nil, keyFile: String? = nil, verify: Bool = true) {
+            self.caFile = caFile
+            self.caPath = caPath
+            self.certFile = certFile
+            self.keyFile = keyFile
+            self.verify = verify
+        }
+    }
+
+    public var host: String
+    public var port: Int
+    public var tls: TLS?
+    /// 4 = MQTT 3.1.1, 5 = MQTT 5.
+    public var protocolVersion: Int
+    public var clientID: String
+    public var username: String?
+    public var password: String?
+    public var keepalive: Int
+    /// MQTT 5 session expiry (seconds); 3.1.1 uses clean_session = false.
+    public var sessionExpiry: Int
+    /// `<base>/bridge/state`: the Last Will (`offline`) and the birth message (`online`) on every connect.
+    public var stateTopic: String
+    /// QoS 1 messages in flight at once; the rest wait in the outbox.
+    public var maxInflight: Int
+    /// Non-retained messages kept while disconnected; the oldest is dropped past this.
+    public var maxEvents: Int
+    /// Inbound messages queued for the core; past this they are dropped and counted.
+    public var maxInbound: Int
+    public var reconnectMinDelay: Double
+    public var reconnectMaxDelay: Double
+    /// No CONNACK within this many seconds of a TCP connect counts as a failed attempt.
+    public var connectTimeout: Double
+    /// Without a successful connection for this long, the libmosquitto client is destroyed and recreated.
+    public var stuckAfter: Double
+
+    public init(host: String = "127.0.0.1", port: Int = 1883, tls: TLS? = nil, protocolVersion: Int = 4, clientID: String,
+                username: String? = nil, password: String? = nil, keepalive: Int = 60, sessionExpiry: Int = 3600,
+                stateTopic: String, maxInflight: Int = 100, maxEvents: Int = 10_000, maxInbound: Int = 10_000,
+                reconnectMinDelay: Double = 1, reconnectMaxDelay: Double = 30, connectTimeout: Double = 10, stuckAfter: Double = 120) {
+        self.host = host
+        self.port = port
+        self.tls = tls
+        self.protocolVersion = protocolVersion
+        self.clientID = clientID
+        self.username = username
+        self.password = password
+        self.keepalive = keepalive
+        self.sessionExpiry = sessionExpiry
+        self.stateTopic = stateTopic
+        self.maxInflight = maxInflight
+        self.maxEvents = maxEvents
+        self.maxInbound = maxInbound
+        self.reconnectMinDelay = reconnectMinDelay
+        self.reconnectMaxDelay = reconnectMaxDelay
+        self.connectTimeout = connectTimeout
+        self.stuckAfter = stuckAfter
+    }
+
+    /// Bounded exponential backoff with jitter: the n-th retry waits between half and all of
+    /// min(max, min·2ⁿ). (libmosquitto's own "exponential" backoff is quadratic and can latch.)
+    public func backoff(attempt: Int, random: Double = Double.random(in: 0...1)) -> Double {
+        let capped = min(reconnectMaxDelay, reconnectMinDelay * pow(2, Double(min(attempt, 30))))
+        return capped / 2 + capped / 2 * random
+    }
+}

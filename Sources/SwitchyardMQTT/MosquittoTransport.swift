@@ -1,0 +1,453 @@
+import CMosquitto
+import Foundation
+import Logging
+import SwitchyardCore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `mosquitto_lib_init` is not thread safe: a static let runs it exactly once.
+enum MosquittoLibrary {
+    static let initialised: Bool = {
+        mosquitto_lib_init()
+        return true
+    }()
+}
+
+/// The MQTT transport over libmosquitto.
+///
+/// One dedicated network thread owns the libmosquitto handle and makes every libmosquitto call
+/// (external-loop API: `poll` on the client socket plus a wake-up eventfd). Other threads only touch
+/// the outbox under a mutex and wake that thread. This gives us our own reconnect policy (bounded
+/// exponential backoff with jitter, client recreation when stuck) instead of libmosquitto's quadratic
+/// one, and no libmosquitto lock-order hazards. Callbacks fire on the network thread, inside
+/// `mosquitto_loop_*`, and are written in nonisolated code.
+public final class MosquittoTransport: MQTTTransport {
+    struct Shared: ~Copyable {
+        var outbox: Outbox
+        var subscriptions: [String] = []
+        var subscriptionsChanged = false
+        var stats = TransportStats()
+        var stopRequested = false
+        var drainDeadline: Date?
+        var stopped: CheckedContinuation<Void, Never>?
+        var finished = false
+    }
+
+    public let events: AsyncStream<TransportEvent>
+    let continuation: AsyncStream<TransportEvent>.Continuation
+    let settings: MQTTSettings
+    let logger: Logger
+    let shared: Mutex<Shared>
+    /// A non-blocking pipe: other threads write a byte to wake the network thread's poll.
+    let wakeFD: Int32
+    let wakeWriteFD: Int32
+    private let started = Atomic<Bool>(false)
+
+    public init(settings: MQTTSettings, logger: Logger) {
+        _ = MosquittoLibrary.initialised
+        self.settings = settings
+        self.logger = logger
+        self.shared = Mutex(Shared(outbox: Outbox(maxEvents: settings.maxEvents)))
+        (events, continuation) = AsyncStream.makeStream(of: TransportEvent.self, bufferingPolicy: .bufferingOldest(settings.maxInbound))
+        var fds: [Int32] = [-1, -1]
+        _ = pipe(&fds)
+        for fd in fds {
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        }
+        wakeFD = fds[0]
+        wakeWriteFD = fds[1]
+    }
+
+    deinit {
+        close(wakeFD)
+        close(wakeWriteFD)
+    }
+
+    /// Starts the network thread. Connecting, reconnecting and republishing happen there, forever,
+    /// until `stop`.
+    public func start() {
+        guard started.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged else { return }
+        let thread = Thread { [self] in
+            let loop = NetworkLoop(transport: self)
+            loop.run()
+        }
+        thread.name = "mqtt-network"
+        thread.start()
+    }
+
+    public func publish(_ topic: String, _ payload: [UInt8], qos: Int, retain: Bool) {
+        shared.withLock { s in
+            s.outbox.add(topic: topic, payload: payload, qos: qos, retain: retain)
+        }
+        wake()
+    }
+
+    public func setSubscriptions(_ filters: [String]) {
+        shared.withLock { s in
+            s.subscriptions = filters
+            s.subscriptionsChanged = true
+        }
+        wake()
+    }
+
+    public func stats() -> TransportStats {
+        shared.withLock { s in
+            var st = s.stats
+            st.outbox = s.outbox.pending
+            st.dropped = s.outbox.dropped
+            return st
+        }
+    }
+
+    /// Publishes `offline` on the state topic, waits (at most `timeout`) until the broker has
+    /// acknowledged everything, then disconnects cleanly (so the broker does not send the Will) and
+    /// ends the network thread.
+    public func stop(timeout: Double = 5) async {
+        publish(settings.stateTopic, Array("offline".utf8), qos: 1, retain: true)
+        guard started.load(ordering: .relaxed) else {
+            continuation.finish()
+            return
+        }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let resumeNow = shared.withLock { s -> Bool in
+                if s.finished { return true }
+                s.stopRequested = true
+                s.drainDeadline = Date().addingTimeInterval(timeout)
+                s.stopped = c
+                return false
+            }
+            if resumeNow { c.resume() }
+            wake()
+        }
+        continuation.finish()
+    }
+
+    func wake() {
+        var one: UInt8 = 1
+        _ = write(wakeWriteFD, &one, 1)   // EAGAIN when the pipe is full: the thread is awake anyway
+    }
+}
+
+/// Lives on the network thread only; libmosquitto callbacks reach it through `userdata`.
+final class NetworkLoop {
+    let transport: MosquittoTransport
+    var settings: MQTTSettings { transport.settings }
+    var logger: Logger { transport.logger }
+    var mosq: OpaquePointer?
+    var connected = false
+    var connackReceived = false
+    var sessionPresent = false
+    var connackRefusal: String?
+    var publishing = false
+    var earlyAcks: Set<Int32> = []
+    var subscribed: [String] = []
+    var attempt = 0
+    var lastGoodConnection = Date()
+
+    init(transport: MosquittoTransport) { self.transport = transport }
+
+    func run() {
+        while !stopRequested() {
+            if mosq == nil { createClient() }
+            guard let mosq else { sleep(seconds: settings.reconnectMaxDelay); continue }
+            let rc = connect(mosq)
+            if rc == MOSQ_ERR_SUCCESS.rawValue {
+                serve(mosq)
+            } else {
+                logger.warning("broker connect failed", metadata: ["mqtt.host": "\(settings.host)", "mqtt.port": "\(settings.port)",
+                                                                    "error": "\(Self.describe(rc))"])
+            }
+            if connected { markDisconnected(reason: "connection lost") }
+            if stopRequested() { break }
+            if Date().timeIntervalSince(lastGoodConnection) > settings.stuckAfter {
+                logger.warning("no broker connection for a long time: recreating the MQTT client",
+                               metadata: ["seconds": "\(Int(Date().timeIntervalSince(lastGoodConnection)))"])
+                destroyClient()
+                transport.shared.withLock { $0.stats.clientRecreations += 1 }
+                lastGoodConnection = Date()
+            }
+            let delay = settings.backoff(attempt: attempt)
+            attempt += 1
+            sleep(seconds: delay)
+        }
+        if let mosq {
+            mosquitto_disconnect(mosq)
+            _ = mosquitto_loop_write(mosq, 1)
+        }
+        destroyClient()
+        let c = transport.shared.withLock { s -> CheckedContinuation<Void, Never>? in
+            s.finished = true
+            s.stats.connected = false
+            let c = s.stopped
+            s.stopped = nil
+            return c
+        }
+        c?.resume()
+    }
+
+    func stopRequested() -> Bool { transport.shared.withLock { $0.stopRequested } }
+
+    // MARK: client
+
+    func createClient() {
+        let userdata = Unmanaged.passUnretained(self).toOpaque()
+        guard let m = mosquitto_new(settings.clientID, false, userdata) else {
+            logger.error("mosquitto_new failed", metadata: ["errno": "\(errno)"])
+            return
+        }
+        if settings.protocolVersion == 5 {
+            mosquitto_int_option(m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5)
+        }
+        mosquitto_int_option(m, MOSQ_OPT_SEND_MAXIMUM, Int32(settings.maxInflight))
+        mosquitto_int_option(m, MOSQ_OPT_RECEIVE_MAXIMUM, 100)
+        mosquitto_int_option(m, MOSQ_OPT_TCP_NODELAY, 1)
+        let will = Array("offline".utf8)
+        will.withUnsafeBytes { b in
+            _ = mosquitto_will_set(m, settings.stateTopic, Int32(b.count), b.baseAddress, 1, true)
+        }
+        if let u = settings.username {
+            mosquitto_username_pw_set(m, u, settings.password)
+        }
+        if let tls = settings.tls {
+            if tls.caFile == nil && tls.caPath == nil {
+                mosquitto_int_option(m, MOSQ_OPT_TLS_USE_OS_CERTS, 1)
+            }
+            let rc = mosquitto_tls_set(m, tls.caFile, tls.caPath, tls.certFile, tls.keyFile, nil)
+            if rc != MOSQ_ERR_SUCCESS.rawValue {
+                logger.error("TLS setup failed", metadata: ["error": "\(Self.describe(rc))"])
+            }
+            mosquitto_tls_opts_set(m, tls.verify ? 1 : 0, nil, nil)
+            mosquitto_tls_insecure_set(m, !tls.verify)
+        }
+        mosquitto_connect_with_flags_callback_set(m) { _, obj, rc, flags in
+            guard let obj else { return }
+            let loop = Unmanaged<NetworkLoop>.fromOpaque(obj).takeUnretainedValue()
+            loop.onConnect(rc: rc, flags: flags)
+        }
+        mosquitto_publish_callback_set(m) { _, obj, mid in
+            guard let obj else { return }
+            Unmanaged<NetworkLoop>.fromOpaque(obj).takeUnretainedValue().onPublish(mid: mid)
+        }
+        mosquitto_message_v5_callback_set(m) { _, obj, msg, props in
+            guard let obj, let msg else { return }
+            Unmanaged<NetworkLoop>.fromOpaque(obj).takeUnretainedValue().onMessage(msg.pointee, props)
+        }
+        mosq = m
+    }
+
+    func destroyClient() {
+        if let m = mosq { mosquitto_destroy(m) }
+        mosq = nil
+        subscribed = []
+    }
+
+    func connect(_ m: OpaquePointer) -> Int32 {
+        connackReceived = false
+        connackRefusal = nil
+        if settings.protocolVersion == 5 {
+            var props: OpaquePointer? = nil
+            mosquitto_property_add_int32(&props, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), UInt32(settings.sessionExpiry))
+            defer { mosquitto_property_free_all(&props) }
+            return mosquitto_connect_bind_v5(m, settings.host, Int32(settings.port), Int32(settings.keepalive), nil, props)
+        }
+        return mosquitto_connect(m, settings.host, Int32(settings.port), Int32(settings.keepalive))
+    }
+
+    // MARK: serving one connection
+
+    func serve(_ m: OpaquePointer) {
+        let started = Date()
+        var fds = [pollfd(fd: 0, events: 0, revents: 0), pollfd(fd: transport.wakeFD, events: Int16(POLLIN), revents: 0)]
+        while true {
+            let sock = mosquitto_socket(m)
+            if sock < 0 { return }
+            fds[0] = pollfd(fd: sock, events: Int16(POLLIN) | (mosquitto_want_write(m) ? Int16(POLLOUT) : 0), revents: 0)
+            fds[1].revents = 0
+            let n = poll(&fds, 2, 250)
+            if n < 0 && errno != EINTR { return }
+            if fds[1].revents & Int16(POLLIN) != 0 {
+                drainWake()
+            }
+            if fds[0].revents & (Int16(POLLIN) | Int16(POLLHUP) | Int16(POLLERR)) != 0 {
+                let rc = mosquitto_loop_read(m, 1)
+                if rc != MOSQ_ERR_SUCCESS.rawValue { logLost(rc); return }
+            }
+            if fds[0].revents & Int16(POLLOUT) != 0 || mosquitto_want_write(m) {
+                let rc = mosquitto_loop_write(m, 1)
+                if rc != MOSQ_ERR_SUCCESS.rawValue && rc != MOSQ_ERR_NO_CONN.rawValue { logLost(rc); return }
+            }
+            let misc = mosquitto_loop_misc(m)
+            if misc != MOSQ_ERR_SUCCESS.rawValue { logLost(misc); return }
+
+            if let refusal = connackRefusal {
+                logger.error("broker refused the connection", metadata: ["reason": "\(refusal)"])
+                mosquitto_disconnect(m)
+                return
+            }
+            if connackReceived && !connected { didConnect(m) }
+            if !connected && Date().timeIntervalSince(started) > settings.connectTimeout {
+                logger.warning("no CONNACK from broker in time", metadata: ["seconds": "\(settings.connectTimeout)"])
+                mosquitto_disconnect(m)
+                return
+            }
+            if connected {
+                syncSubscriptions(m)
+                pump(m)
+                let (stop, deadline) = transport.shared.withLock { ($0.stopRequested, $0.drainDeadline) }
+                if stop {
+                    let drained = transport.shared.withLock { $0.outbox.pending == 0 }
+                    if drained || Date() > (deadline ?? Date()) { return }
+                }
+            } else if stopRequested() {
+                return
+            }
+        }
+    }
+
+    func logLost(_ rc: Int32) {
+        if connected { logger.warning("broker connection lost", metadata: ["error": "\(Self.describe(rc))"]) }
+    }
+
+    func didConnect(_ m: OpaquePointer) {
+        connected = true
+        attempt = 0
+        lastGoodConnection = Date()
+        subscribed = []
+        transport.shared.withLock { s in
+            s.subscriptionsChanged = true
+            s.stats.connected = true
+            s.stats.connects += 1
+            // Birth message first, then every retained topic we own, then unacknowledged events.
+            s.outbox.add(topic: settings.stateTopic, payload: Array("online".utf8), qos: 1, retain: true)
+            s.outbox.resetForReconnect()
+        }
+        logger.info("connected to broker", metadata: ["mqtt.host": "\(settings.host)", "mqtt.port": "\(settings.port)",
+                                                      "mqtt.session_present": "\(sessionPresent)"])
+        syncSubscriptions(m)
+        transport.continuation.yield(.connected(sessionPresent: sessionPresent))
+    }
+
+    func markDisconnected(reason: String) {
+        connected = false
+        transport.shared.withLock { $0.stats.connected = false }
+        transport.continuation.yield(.disconnected(reason: reason))
+    }
+
+    func syncSubscriptions(_ m: OpaquePointer) {
+        let wanted: [String]? = transport.shared.withLock { s in
+            guard s.subscriptionsChanged else { return nil }
+            s.subscriptionsChanged = false
+            return s.subscriptions
+        }
+        guard let wanted else { return }
+        for f in subscribed where !wanted.contains(f) { mosquitto_unsubscribe(m, nil, f) }
+        for f in wanted where !subscribed.contains(f) {
+            let rc = mosquitto_subscribe(m, nil, f, 1)
+            if rc != MOSQ_ERR_SUCCESS.rawValue {
+                logger.error("subscribe failed", metadata: ["mqtt.topic": "\(f)", "error": "\(Self.describe(rc))"])
+            }
+        }
+        subscribed = wanted
+    }
+
+    /// Hands outbox messages to libmosquitto while fewer than `maxInflight` await their acknowledgement.
+    func pump(_ m: OpaquePointer) {
+        while true {
+            let next: (Outbox.Key, Outbox.Message)? = transport.shared.withLock { s in
+                guard s.outbox.inflight.count < settings.maxInflight else { return nil }
+                return s.outbox.next()
+            }
+            guard let (key, msg) = next else { return }
+            var mid: Int32 = 0
+            publishing = true
+            let rc = msg.payload.withUnsafeBytes { b in
+                mosquitto_publish(m, &mid, msg.topic, Int32(b.count), b.baseAddress, Int32(msg.qos), msg.retain)
+            }
+            publishing = false
+            if rc == MOSQ_ERR_SUCCESS.rawValue {
+                let early = earlyAcks.remove(mid) != nil
+                transport.shared.withLock { s in
+                    s.outbox.sent(key, mid: mid)
+                    s.stats.published += 1
+                    if early { s.outbox.acknowledged(mid: mid) }
+                }
+            } else if rc == MOSQ_ERR_NO_CONN.rawValue || rc == MOSQ_ERR_CONN_LOST.rawValue {
+                return   // stays in the outbox; resent after the reconnect
+            } else {
+                logger.error("message refused by the MQTT client", metadata: ["mqtt.topic": "\(msg.topic)", "error": "\(Self.describe(rc))"])
+                transport.shared.withLock { $0.outbox.discard(key) }
+            }
+        }
+    }
+
+    // MARK: callbacks (network thread, inside mosquitto_loop_* or mosquitto_publish)
+
+    func onConnect(rc: Int32, flags: Int32) {
+        if rc == 0 {
+            connackReceived = true
+            sessionPresent = flags & 1 == 1
+        } else {
+            connackRefusal = String(cString: mosquitto_connack_string(rc))
+        }
+    }
+
+    func onPublish(mid: Int32) {
+        let known = transport.shared.withLock { $0.outbox.acknowledged(mid: mid) }
+        if !known && publishing { earlyAcks.insert(mid) }
+    }
+
+    func onMessage(_ msg: mosquitto_message, _ props: OpaquePointer?) {
+        let topic = String(cString: msg.topic)
+        let payload: [UInt8] = msg.payloadlen > 0 && msg.payload != nil
+            ? Array(UnsafeRawBufferPointer(start: msg.payload, count: Int(msg.payloadlen))) : []
+        var user: [String: String] = [:]
+        if let props {
+            let id = Int32(MQTT_PROP_USER_PROPERTY.rawValue)
+            var name: UnsafeMutablePointer<CChar>? = nil
+            var value: UnsafeMutablePointer<CChar>? = nil
+            var p = mosquitto_property_read_string_pair(props, id, &name, &value, false)
+            while p != nil {
+                if let name, let value { user[String(cString: name)] = String(cString: value) }
+                free(name)
+                free(value)
+                name = nil
+                value = nil
+                p = mosquitto_property_read_string_pair(p, id, &name, &value, true)
+            }
+        }
+        transport.shared.withLock { $0.stats.received += 1 }
+        let m = InboundMessage(topic: topic, payload: payload, retain: msg.retain, qos: Int(msg.qos), userProperties: user)
+        if case .dropped = transport.continuation.yield(.message(m)) {
+            logger.error("inbound queue full: message dropped", metadata: ["mqtt.topic": "\(topic)"])
+        }
+    }
+
+    // MARK: helpers
+
+    func sleep(seconds: Double) {
+        let deadline = Date().addingTimeInterval(seconds)
+        while !stopRequested() {
+            let left = deadline.timeIntervalSinceNow
+            if left <= 0 { return }
+            var fd = pollfd(fd: transport.wakeFD, events: Int16(POLLIN), revents: 0)
+            _ = poll(&fd, 1, Int32(min(left, 0.5) * 1000))
+            if fd.revents & Int16(POLLIN) != 0 {
+                drainWake()
+            }
+        }
+    }
+
+    func drainWake() {
+        var buf = [UInt8](repeating: 0, count: 256)
+        while read(transport.wakeFD, &buf, 256) > 0 {}
+    }
+
+    static func describe(_ rc: Int32) -> String {
+        if rc == MOSQ_ERR_ERRNO.rawValue { return String(cString: strerror(errno)) }
+        return String(cString: mosquitto_strerror(rc))
+    }
+}

@@ -1,0 +1,151 @@
+/// A first-in first-out queue with amortised O(1) pops.
+struct FIFO<Element> {
+    private var items: [Element] = []
+    private var head = 0
+
+    var isEmpty: Bool { head >= items.count }
+    var count: Int { items.count - head }
+
+    mutating func push(_ e: Element) { items.append(e) }
+
+    mutating func pop() -> Element? {
+        guard head < items.count else { return nil }
+        let e = items[head]
+        head += 1
+        if head > 1024 && head * 2 > items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+        return e
+    }
+
+    mutating func removeAll() { items.removeAll(keepingCapacity: true); head = 0 }
+}
+
+/// What the bridge has asked to publish and the broker has not yet acknowledged (TOPICS.md Decision 4),
+/// plus the ledger of every retained topic (latest value), re-published on every connect.
+/// Pure bookkeeping: no I/O, so it is unit-tested without a broker.
+struct Outbox {
+    enum Key: Hashable {
+        case retained(topic: String, generation: UInt64)
+        case event(id: UInt64)
+    }
+
+    struct Message {
+        var topic: String
+        var payload: [UInt8]
+        var qos: Int
+        var retain: Bool
+    }
+
+    struct RetainedEntry {
+        var payload: [UInt8]
+        var qos: Int
+        var order: UInt64       // first publish: republish keeps the original order
+        var generation: UInt64  // bumped on every new value
+        var acked: Bool
+    }
+
+    let maxEvents: Int
+    private(set) var ledger: [String: RetainedEntry] = [:]
+    private(set) var events: [UInt64: Message] = [:]
+    private var eventOrder = FIFO<UInt64>()
+    private var sendQueue = FIFO<Key>()
+    private(set) var inflight: [Int32: Key] = [:]
+    private var nextOrder: UInt64 = 0
+    private var nextEvent: UInt64 = 0
+    private(set) var dropped = 0
+
+    init(maxEvents: Int) { self.maxEvents = maxEvents }
+
+    /// Messages not yet acknowledged: retained values awaiting PUBACK plus queued events.
+    var pending: Int { ledger.values.reduce(0) { $0 + ($1.acked ? 0 : 1) } + events.count }
+    var retainedCount: Int { ledger.count }
+
+    mutating func add(topic: String, payload: [UInt8], qos: Int, retain: Bool) {
+        nextOrder += 1
+        if retain {
+            var e = ledger[topic] ?? RetainedEntry(payload: payload, qos: qos, order: nextOrder, generation: 0, acked: false)
+            e.payload = payload
+            e.qos = qos
+            e.generation &+= 1
+            e.acked = false
+            ledger[topic] = e
+            sendQueue.push(.retained(topic: topic, generation: e.generation))
+        } else {
+            nextEvent += 1
+            events[nextEvent] = Message(topic: topic, payload: payload, qos: qos, retain: false)
+            eventOrder.push(nextEvent)
+            sendQueue.push(.event(id: nextEvent))
+            while events.count > maxEvents, let oldest = eventOrder.pop() {
+                if events.removeValue(forKey: oldest) != nil { dropped += 1 }
+            }
+        }
+    }
+
+    /// The next message to hand to the client, skipping superseded values and dropped events.
+    mutating func next() -> (Key, Message)? {
+        while let key = sendQueue.pop() {
+            switch key {
+            case .retained(let topic, let generation):
+                guard let e = ledger[topic], e.generation == generation, !e.acked else { continue }
+                return (key, Message(topic: topic, payload: e.payload, qos: e.qos, retain: true))
+            case .event(let id):
+                guard let m = events[id] else { continue }
+                return (key, m)
+            }
+        }
+        return nil
+    }
+
+    mutating func sent(_ key: Key, mid: Int32) { inflight[mid] = key }
+
+    /// The client refused the message for good (oversize, bad topic): forget it.
+    mutating func discard(_ key: Key) {
+        switch key {
+        case .retained(let topic, let generation):
+            if ledger[topic]?.generation == generation { ledger[topic] = nil }
+        case .event(let id):
+            events[id] = nil
+        }
+    }
+
+    /// PUBACK (QoS 1) or written (QoS 0).
+    @discardableResult
+    mutating func acknowledged(mid: Int32) -> Bool {
+        guard let key = inflight.removeValue(forKey: mid) else { return false }
+        switch key {
+        case .retained(let topic, let generation):
+            if var e = ledger[topic], e.generation == generation {
+                if e.payload.isEmpty {
+                    ledger[topic] = nil   // a delivered clear needs no republish
+                } else {
+                    e.acked = true
+                    ledger[topic] = e
+                }
+            }
+        case .event(let id):
+            events[id] = nil
+        }
+        return true
+    }
+
+    /// On every (re)connect: every retained topic the bridge owns is sent again (original order),
+    /// then every event not yet acknowledged.
+    mutating func resetForReconnect() {
+        inflight.removeAll()
+        sendQueue.removeAll()
+        for (topic, e) in ledger.sorted(by: { $0.value.order < $1.value.order }) {
+            if e.payload.isEmpty && e.acked { continue }
+            ledger[topic]!.acked = false
+            sendQueue.push(.retained(topic: topic, generation: e.generation))
+        }
+        var live = FIFO<UInt64>()
+        while let id = eventOrder.pop() {
+            guard events[id] != nil else { continue }
+            live.push(id)
+            sendQueue.push(.event(id: id))
+        }
+        eventOrder = live
+    }
+}

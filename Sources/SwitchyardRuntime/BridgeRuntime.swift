@@ -1,0 +1,165 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+import SwitchyardConfig
+import SwitchyardCore
+import SwitchyardMQTT
+import UnixSignals
+import VirtualAdapter
+
+public let switchyardVersion = "0.1.0"
+
+/// Wires config → transport + engine + adapters, each a Service under one ServiceGroup.
+/// The transport is first in the group so it stops last: `bridge/state offline` is the final message.
+public enum BridgeRuntime {
+    public static func mqttSettings(_ c: SwitchyardConfig) -> MQTTSettings {
+        let m = c.mqtt
+        return MQTTSettings(
+            host: m.host, port: m.port,
+            tls: m.useTLS ? .init(caFile: m.tls.caFile, caPath: m.tls.caPath, certFile: m.tls.certFile, keyFile: m.tls.keyFile, verify: m.tls.verify) : nil,
+            protocolVersion: m.protocolVersion, clientID: m.clientID, username: m.username, password: m.password,
+            keepalive: m.keepalive, sessionExpiry: m.sessionExpiry, stateTopic: "\(m.baseTopic)/bridge/state",
+            maxInflight: m.maxInflight, maxEvents: m.outboxMaxEvents, reconnectMinDelay: m.reconnectMinDelay,
+            reconnectMaxDelay: m.reconnectMaxDelay, connectTimeout: m.connectTimeout, stuckAfter: m.stuckAfter)
+    }
+
+    public static func engineSettings(_ c: SwitchyardConfig) -> EngineSettings {
+        EngineSettings(
+            scheme: TopicScheme(base: c.mqtt.baseTopic, discoveryPrefix: c.homeassistant.prefix, haStatusTopic: c.homeassistant.statusTopic),
+            discovery: c.homeassistant.discovery, version: switchyardVersion, commandMaxAge: c.mqtt.commandMaxAge,
+            maxPayload: c.mqtt.maxPayload, healthInterval: c.healthInterval)
+    }
+
+    /// One adapter per configured upstream section. Each adapter issue adds its line here.
+    public static func adapters(_ c: SwitchyardConfig) -> [any Adapter] {
+        var out: [any Adapter] = []
+        if let v = c.virtual {
+            out.append(VirtualAdapter(devices: v.devices.map { .init(name: $0.name, label: $0.label, type: $0.type) },
+                                      sensorInterval: v.sensorInterval))
+        }
+        return out
+    }
+
+    public static func info(_ c: SwitchyardConfig, restartRequired: [String] = []) -> JSONValue {
+        [
+            "broker": .string(c.brokerURL),
+            "mqtt": ["protocol": .string(c.mqtt.protocolVersion == 5 ? "5" : "3.1.1"), "client_id": .string(c.mqtt.clientID),
+                     "base_topic": .string(c.mqtt.baseTopic)],
+            "config": c.redactedJSON,
+            "restart_required": .array(restartRequired.map(JSONValue.string)),
+        ]
+    }
+
+    /// Runs the bridge until SIGTERM/SIGINT. `configPath` enables `config/reload` and SIGHUP.
+    public static func run(config: SwitchyardConfig, configPath: String?, logger: Logger,
+                           extraServices: [any Service] = []) async throws {
+        let transport = MosquittoTransport(settings: mqttSettings(config), logger: Logger(label: "switchyard.mqtt"))
+        let engine = BridgeEngine(settings: engineSettings(config), transport: transport, logger: Logger(label: "switchyard.core"))
+        let current = ConfigBox(config)
+        let notifier = SystemdNotifier()
+        await engine.setInfo(info(config))
+        if let configPath {
+            await engine.setReloader {
+                try await reload(path: configPath, current: current, engine: engine, logger: logger, notifier: notifier)
+            }
+        }
+        var services: [any Service] = [TransportService(transport: transport),
+                                       EngineService(engine: engine, adapters: adapters(config), notifier: notifier)]
+        if configPath != nil { services.append(ReloadOnHangupService(engine: engine)) }
+        if let interval = SystemdNotifier.watchdogInterval(), notifier.enabled {
+            services.append(WatchdogService(engine: engine, notifier: notifier, interval: interval))
+        }
+        services += extraServices
+        let group = ServiceGroup(configuration: .init(
+            services: services.map { .init(service: $0) },
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger))
+        try await group.run()
+    }
+
+    static func reload(path: String, current: ConfigBox, engine: BridgeEngine, logger: Logger,
+                       notifier: SystemdNotifier) async throws -> JSONValue {
+        notifier.notify("RELOADING=1")
+        defer { notifier.notify("READY=1") }
+        let new: SwitchyardConfig
+        do {
+            new = try SwitchyardConfig.load(path: path)
+        } catch {
+            throw AdapterError("config/reload: the new config is invalid, the old one keeps running: "
+                + error.problems.map(\.description).joined(separator: "; "))
+        }
+        let old = current.value.withLock { $0 }
+        var restart: [String] = []
+        if new.mqtt != old.mqtt { restart.append("mqtt") }
+        if new.homeassistant != old.homeassistant { restart.append("homeassistant") }
+        if new.stateDir != old.stateDir { restart.append("state_dir") }
+        if new.log.format != old.log.format { restart.append("log.format") }
+        if let level = Logger.Level(rawValue: new.log.level) { SwitchyardLogHandler.sharedLevel.withLock { $0 = level } }
+        await engine.updateHealthInterval(new.healthInterval)
+        var changedAdapters: Set<String> = []
+        if new.virtual != old.virtual { changedAdapters.insert("virtual") }
+        await engine.replaceAdapters(adapters(new), restart: changedAdapters)
+        current.value.withLock { $0 = new }
+        await engine.setInfo(info(new, restartRequired: restart))
+        logger.info("config reloaded", metadata: ["restart_required": "\(restart)", "adapters_restarted": "\(changedAdapters.sorted())"])
+        return ["reloaded": true, "restart_required": .array(restart.map(JSONValue.string)),
+                "adapters_restarted": .array(changedAdapters.sorted().map(JSONValue.string))]
+    }
+}
+
+/// Starts the network thread; on graceful shutdown (which reaches it last) publishes `offline`,
+/// waits for the broker's acknowledgements and disconnects cleanly.
+struct TransportService: Service {
+    let transport: MosquittoTransport
+    func run() async throws {
+        transport.start()
+        try? await gracefulShutdown()
+        await transport.stop(timeout: 5)
+    }
+}
+
+/// The core and its adapters. On graceful shutdown: adapters stop, every device goes `offline`.
+struct EngineService: Service {
+    let engine: BridgeEngine
+    let adapters: [any Adapter]
+    let notifier: SystemdNotifier
+    func run() async throws {
+        await engine.start(adapters: adapters)
+        notifier.notify("READY=1")
+        await cancelWhenGracefulShutdown { await engine.run() }
+        notifier.notify("STOPPING=1")
+        await engine.shutdown()
+    }
+}
+
+/// SIGHUP = `config/reload` (Decision 11).
+struct ReloadOnHangupService: Service {
+    let engine: BridgeEngine
+    func run() async throws {
+        let signals = await UnixSignalsSequence(trapping: .sighup)
+        for await _ in signals.cancelOnGracefulShutdown() {
+            await engine.reloadFromSignal()
+        }
+    }
+}
+
+/// WATCHDOG=1 while the core answers: a wedged actor stops the pings and systemd restarts us.
+struct WatchdogService: Service {
+    let engine: BridgeEngine
+    let notifier: SystemdNotifier
+    let interval: Double
+    func run() async throws {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(interval))
+            if Task.isCancelled || Task.isShuttingDownGracefully { return }
+            if await engine.isAlive() { notifier.notify("WATCHDOG=1") }
+        }
+    }
+}
+
+/// The config in force, shared with the reload handler.
+final class ConfigBox: Sendable {
+    let value: Mutex<SwitchyardConfig>
+    init(_ c: SwitchyardConfig) { value = Mutex(c) }
+}

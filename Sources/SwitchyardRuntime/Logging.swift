@@ -1,0 +1,56 @@
+import Foundation
+import Logging
+import Synchronization
+import SwitchyardCore
+
+/// The process log: one line per entry on stderr, text or JSON, with a level that a config reload
+/// can change. Messages are constant strings; data travels as metadata (never a secret).
+public struct SwitchyardLogHandler: LogHandler {
+    public enum Format: String, Sendable { case text, json }
+
+    /// The level every handler reads, so that `config/reload` can change it at run time.
+    public static let sharedLevel = Mutex<Logger.Level>(.info)
+
+    let label: String
+    let format: Format
+    public var metadata: Logger.Metadata = [:]
+    public var logLevel: Logger.Level {
+        get { Self.sharedLevel.withLock { $0 } }
+        set { Self.sharedLevel.withLock { $0 = newValue } }
+    }
+
+    public init(label: String, format: Format) {
+        self.label = label
+        self.format = format
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        var all = metadata
+        if let m = event.metadata { all.merge(m) { _, new in new } }
+        let ts = Timestamp.rfc3339(Date())
+        var line: String
+        switch format {
+        case .text:
+            line = "\(ts) \(event.level) \(label): \(event.message)"
+            for k in all.keys.sorted() { line += " \(k)=\(all[k]!)" }
+        case .json:
+            var o: [String: JSONValue] = ["ts": .string(ts), "level": .string("\(event.level)"), "logger": .string(label),
+                                          "message": .string("\(event.message)")]
+            for (k, v) in all { o[k] = .string("\(v)") }
+            line = JSONValue.object(o).serialized
+        }
+        line += "\n"
+        FileHandle.standardError.write(Data(line.utf8))
+    }
+
+    /// Installs the handler once for the whole process.
+    public static func bootstrap(format: Format, level: Logger.Level) {
+        sharedLevel.withLock { $0 = level }
+        LoggingSystem.bootstrap { label in SwitchyardLogHandler(label: label, format: format) }
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import SwitchyardCore
+
+/// Devices that live in memory: lights, switches and a sensor that drifts. For trying the bridge
+/// (`switchyard demo`) before any hardware is configured, and for process-level tests. It obeys the
+/// same Adapter contract as a real upstream, so everything the core does is exercised for real.
+public actor VirtualAdapter: Adapter {
+    public struct Device: Sendable, Equatable {
+        public var name: String
+        public var label: String
+        public var type: String   // light | switch | sensor
+        public init(name: String, label: String, type: String) {
+            self.name = name
+            self.label = label
+            self.type = type
+        }
+    }
+
+    public nonisolated let id = "virtual"
+    let devices: [Device]
+    let sensorInterval: Double
+    var states: [String: [String: JSONValue]] = [:]
+
+    public init(devices: [Device], sensorInterval: Double) {
+        self.devices = devices
+        self.sensorInterval = sensorInterval
+    }
+
+    static func descriptor(_ d: Device) -> DeviceDescriptor {
+        switch d.type {
+        case "switch":
+            return DeviceDescriptor(id: d.name, label: d.label, configuredName: d.name, model: "virtual switch", manufacturer: "Switchyard",
+                                    category: .switch, capabilities: [.state()])
+        case "sensor":
+            return DeviceDescriptor(id: d.name, label: d.label, configuredName: d.name, model: "virtual sensor", manufacturer: "Switchyard",
+                                    category: .sensor, capabilities: [
+                                        Capability("temperature", .number(min: -40, max: 80, precision: 1), unit: "°C", role: .sensor,
+                                                   deviceClass: "temperature"),
+                                    ])
+        default:
+            return DeviceDescriptor(id: d.name, label: d.label, configuredName: d.name, model: "virtual light", manufacturer: "Switchyard",
+                                    category: .light, capabilities: [
+                                        .state(), .brightness(), .colorTemp(minKelvin: 2500, maxKelvin: 9000), .color(), .colorMode(),
+                                        .transition(),
+                                    ])
+        }
+    }
+
+    static func initialState(_ d: Device) -> [String: JSONValue] {
+        switch d.type {
+        case "switch": return ["state": "OFF"]
+        case "sensor": return ["temperature": 21.0]
+        default: return ["state": "OFF", "brightness": 100, "color_mode": "color_temp", "color_temp": 3500, "color": ["h": 0, "s": 0]]
+        }
+    }
+
+    public func run(context: AdapterContext) async throws {
+        await context.setDevices(devices.map(Self.descriptor), authoritative: true)
+        for d in devices {
+            let s = Self.initialState(d)
+            states[d.name] = s
+            await context.update(d.name, s)
+        }
+        await context.setStatus(.running)
+        let sensors = devices.filter { $0.type == "sensor" }
+        guard !sensors.isEmpty else {
+            while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+            return
+        }
+        var step = 0
+        while !Task.isCancelled {
+            try await Task.sleep(for: .seconds(sensorInterval))
+            step += 1
+            for s in sensors {
+                // A slow, deterministic drift: 21 °C ± 2.
+                let t = 21.0 + 2.0 * sin(Double(step) / 5.0 + Double(s.name.utf8.count))
+                states[s.name]?["temperature"] = .number(t)
+                await context.update(s.name, ["temperature": .number(t)])
+            }
+        }
+    }
+
+    public func perform(_ command: DeviceCommand, context: AdapterContext) async throws {
+        guard var s = states[command.deviceID] else { throw AdapterError("device '\(command.deviceID)' is not known") }
+        for (k, v) in command.fields {
+            switch k {
+            case "state":
+                if v == "TOGGLE" {
+                    s["state"] = s["state"] == "ON" ? "OFF" : "ON"
+                } else {
+                    s["state"] = v
+                }
+            case "transition":
+                continue
+            case "color":
+                guard case .object = v else { throw AdapterError("color: expected {\"h\": 0–360, \"s\": 0–100}") }
+                var merged = s["color"]?.objectValue ?? [:]
+                for (ck, cv) in v.objectValue! { merged[ck] = cv }
+                s["color"] = .object(merged)
+                s["color_mode"] = "hs"
+            case "color_temp":
+                s["color_temp"] = v
+                s["color_mode"] = "color_temp"
+            default:
+                s[k] = v
+            }
+        }
+        // Like a real light: setting a brightness or a colour turns it on.
+        if command.fields["state"] == nil, s["state"] != nil,
+           command.fields.keys.contains(where: { ["brightness", "color", "color_temp"].contains($0) }) {
+            s["state"] = "ON"
+        }
+        states[command.deviceID] = s
+        await context.recordRequest(error: nil)
+        await context.update(command.deviceID, s)
+    }
+
+    public func refresh(deviceID: String, context: AdapterContext) async throws {
+        guard let s = states[deviceID] else { throw AdapterError("device '\(deviceID)' is not known") }
+        await context.update(deviceID, s)
+    }
+
+    public func refreshAll(context: AdapterContext) async throws {
+        await context.setDevices(devices.map(Self.descriptor), authoritative: true)
+    }
+}

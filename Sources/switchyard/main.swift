@@ -1,0 +1,121 @@
+import ArgumentParser
+import Foundation
+import Logging
+import SwitchyardConfig
+import SwitchyardCore
+import SwitchyardRuntime
+
+struct LogOptions: ParsableArguments {
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (overrides log.level).")
+    var logLevel: String?
+
+    @Option(help: "Log format: text or json (overrides log.format).")
+    var logFormat: String?
+
+    func bootstrap(config: SwitchyardConfig?) throws -> Logger {
+        let levelName = logLevel ?? config?.log.level ?? "info"
+        guard let level = Logger.Level(rawValue: levelName) else { throw ValidationError("unknown log level '\(levelName)'") }
+        let formatName = logFormat ?? config?.log.format ?? "text"
+        guard let format = SwitchyardLogHandler.Format(rawValue: formatName) else { throw ValidationError("unknown log format '\(formatName)'") }
+        SwitchyardLogHandler.bootstrap(format: format, level: level)
+        return Logger(label: "switchyard")
+    }
+}
+
+@main
+struct Switchyard: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "switchyard",
+        abstract: "Bridges LIFX, Nova, Electric Imp, Home Assistant and Livecoding onto MQTT.",
+        version: switchyardVersion,
+        subcommands: [Run.self, CheckConfig.self, Demo.self])
+}
+
+func loadOrExit(_ path: String) -> SwitchyardConfig {
+    do {
+        return try SwitchyardConfig.load(path: path)
+    } catch {
+        let text = error.problems.map(\.description).joined(separator: "\n") + "\n"
+        FileHandle.standardError.write(Data(text.utf8))
+        let n = error.problems.count
+        FileHandle.standardError.write(Data("\(n) problem\(n == 1 ? "" : "s") in \(path); nothing started\n".utf8))
+        Foundation.exit(2)
+    }
+}
+
+struct Run: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run the bridge with a config file.")
+
+    @Option(name: .shortAndLong, help: "The YAML config file.")
+    var config: String
+
+    @OptionGroup var log: LogOptions
+
+    func run() async throws {
+        let c = loadOrExit(config)
+        let logger = try log.bootstrap(config: c)
+        logger.info("starting", metadata: ["version": "\(switchyardVersion)", "config": "\(config)", "broker": "\(c.brokerURL)"])
+        try await BridgeRuntime.run(config: c, configPath: config, logger: logger)
+        logger.info("stopped")
+    }
+}
+
+struct CheckConfig: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "check-config", abstract: "Validate a config file and exit.")
+
+    @Option(name: .shortAndLong, help: "The YAML config file.")
+    var config: String
+
+    func run() throws {
+        _ = loadOrExit(config)
+        print("config OK")
+    }
+}
+
+struct Demo: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the bridge against built-in simulated devices on a local broker.")
+
+    @Option(help: "Broker host.") var host = "127.0.0.1"
+    @Option(help: "Broker port.") var port = 1883
+    @Option(help: "Base topic.") var baseTopic = "switchyard"
+    @OptionGroup var log: LogOptions
+
+    func run() async throws {
+        var c = SwitchyardConfig()
+        c.file = "(demo)"
+        c.stateDir = FileManager.default.temporaryDirectory.appendingPathComponent("switchyard-demo").path
+        c.mqtt.url = "mqtt://\(host):\(port)"
+        c.mqtt.host = host
+        c.mqtt.port = port
+        c.mqtt.baseTopic = baseTopic
+        c.mqtt.clientID = "switchyard-demo-\(baseTopic)"
+        c.mqtt.reconnectMaxDelay = 5
+        c.healthInterval = 30
+        c.virtual = .init(devices: [
+            .init(name: "kitchen", label: "Kitchen", type: "light"),
+            .init(name: "hall/lamp", label: "Hall Lamp", type: "light"),
+            .init(name: "fan", label: "Fan", type: "switch"),
+            .init(name: "outside", label: "Outside", type: "sensor"),
+        ], sensorInterval: 10)
+        let logger = try log.bootstrap(config: c)
+        let b = baseTopic
+        let p = port == 1883 ? "" : " -p \(port)"
+        print("""
+        Switchyard demo: virtual devices on mqtt://\(host):\(port), base topic '\(b)'. Try, in another terminal:
+
+          mosquitto_sub\(p) -v -t '\(b)/#'
+          mosquitto_pub\(p) -t \(b)/virtual/kitchen/set -m ON
+          mosquitto_pub\(p) -t \(b)/virtual/kitchen/set -m '{"brightness": 40, "color_temp": 2700, "transaction": 1}'
+          mosquitto_pub\(p) -t \(b)/virtual/kitchen/set/brightness -m 75
+          mosquitto_pub\(p) -t \(b)/virtual/hall/lamp/set -m '{"color": {"h": 240, "s": 100}}'
+          mosquitto_pub\(p) -t \(b)/virtual/fan/set -m TOGGLE
+          mosquitto_pub\(p) -t \(b)/virtual/kitchen/set -m '{"brightness": 150}'    # rejected: see \(b)/bridge/log
+          mosquitto_pub\(p) -t \(b)/bridge/request/health_check -m '{"transaction": 7}'
+
+        Ctrl-C stops the bridge (it publishes 'offline' first).
+
+        """)
+        try await BridgeRuntime.run(config: c, configPath: nil, logger: logger)
+    }
+}
