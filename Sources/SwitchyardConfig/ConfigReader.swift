@@ -165,6 +165,7 @@ final class ConfigReader {
         /// A secret: `<k>` (with `${ENV}`) or `<k>_file` (read from that file), never both.
         func secret(_ k: String) -> String? {
             let fileKey = "\(k)_file"
+            used.insert(k)
             if has(k) && has(fileKey) {
                 reader.problem(entries.first { $0.key == fileKey }?.keyMark, key(fileKey), "give either \(k) or \(fileKey), not both")
             }

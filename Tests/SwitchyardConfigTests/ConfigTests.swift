@@ -1,0 +1,135 @@
+import Foundation
+import Testing
+import SwitchyardConfig
+import SwitchyardCore
+
+@Suite struct ConfigTests {
+    func problems(_ yaml: String, env: [String: String] = [:]) -> [ConfigProblem] {
+        do {
+            _ = try SwitchyardConfig.parse(yaml: yaml, file: "test.yaml", environment: env)
+            return []
+        } catch {
+            return error.problems
+        }
+    }
+
+    @Test func typeErrorHasLineColumnAndKeyPath() {
+        let p = problems("""
+        mqtt:
+          url: mqtt://127.0.0.1:1883
+          keepalive: fast
+        """)
+        #expect(p.map(\.description) == ["test.yaml:3:14: mqtt.keepalive: expected a whole number, got 'fast'"])
+    }
+
+    @Test func unknownKeyIsAnError() {
+        let p = problems("""
+        mqtt:
+          base_topic: home
+          bse_topic: typo
+        """)
+        #expect(p.count == 1)
+        #expect(p[0].line == 3 && p[0].column == 3)
+        #expect(p[0].path == "mqtt.bse_topic")
+        #expect(p[0].message.hasPrefix("unknown key"))
+    }
+
+    @Test func missingEnvironmentVariable() {
+        let p = problems("""
+        mqtt:
+          username: bridge
+          password: ${NOT_SET_ANYWHERE}
+        """)
+        #expect(p.map(\.description) == ["test.yaml:3:13: mqtt.password: environment variable NOT_SET_ANYWHERE is not set"])
+    }
+
+    @Test func allProblemsAreReportedAtOnce() {
+        let p = problems("""
+        log:
+          level: loud
+        mqtt:
+          url: http://broker
+          keepalive: 1
+        healthh: {}
+        virtual:
+          devices:
+            - name: "bad/name/"
+              type: lamp
+            - name: set
+        """)
+        let paths = p.map(\.path)
+        #expect(paths == ["log.level", "mqtt.url", "mqtt.keepalive", "virtual.devices[0].name", "virtual.devices[0].type",
+                          "virtual.devices[1].name", "healthh"])
+        #expect(p.first { $0.path == "mqtt.keepalive" }?.message == "1 is out of range 5–65535")
+    }
+
+    @Test func syntaxErrorHasPosition() {
+        let p = problems("mqtt:\n  url: [unclosed\n")
+        #expect(p.count == 1)
+        #expect(p[0].line >= 2)
+        #expect(p[0].message.hasPrefix("YAML syntax"))
+    }
+
+    @Test func environmentAndDefaults() throws {
+        let c = try SwitchyardConfig.parse(yaml: """
+        mqtt:
+          url: mqtts://${BROKER_HOST}
+          base_topic: ${BASE:-home}
+          protocol: 5
+        """, file: "t.yaml", environment: ["BROKER_HOST": "broker.example"])
+        #expect(c.mqtt.host == "broker.example")
+        #expect(c.mqtt.port == 8883)
+        #expect(c.mqtt.useTLS)
+        #expect(c.mqtt.tls.verify)
+        #expect(c.mqtt.baseTopic == "home")
+        #expect(c.mqtt.clientID == "switchyard-home")
+        #expect(c.mqtt.protocolVersion == 5)
+        #expect(c.mqtt.outboxMaxEvents == 10_000)
+        #expect(c.mqtt.commandMaxAge == 30)
+    }
+
+    @Test func secretsComeFromFilesAndAreRedacted() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cfg-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let secret = "s3cr3t-\(UUID().uuidString)"
+        try (secret + "\n").write(to: dir.appendingPathComponent("pw"), atomically: true, encoding: .utf8)
+        let c = try SwitchyardConfig.parse(yaml: """
+        mqtt:
+          username: bridge
+          password_file: \(dir.path)/pw
+        """, file: "t.yaml")
+        #expect(c.mqtt.password == secret)
+        let info = c.redactedJSON.serialized
+        #expect(!info.contains(secret))
+        #expect(c.redactedJSON["mqtt"]?["password"] == "***")
+
+        let both = problems("""
+        mqtt:
+          username: bridge
+          password: x
+          password_file: \(dir.path)/pw
+        """)
+        #expect(both.map(\.path) == ["mqtt.password_file"])
+        let missing = problems("""
+        mqtt:
+          username: bridge
+          password_file: \(dir.path)/nope
+        """)
+        #expect(missing.first?.message.contains("cannot read secret file") == true)
+    }
+
+    @Test func credentialsInURLAreRefused() {
+        let p = problems("mqtt:\n  url: mqtt://user:pw@host\n")
+        #expect(p.count == 1)
+        #expect(p[0].message.contains("credentials in the URL are not allowed"))
+        #expect(!p[0].description.contains("pw@"))
+    }
+
+    @Test func theExampleConfigIsValidAndItsDefaultsAreTheCodeDefaults() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let example = try SwitchyardConfig.load(path: root.appendingPathComponent("config.example.yaml").path, environment: [:])
+        var defaults = try SwitchyardConfig.parse(yaml: "", file: "empty.yaml", environment: [:])
+        defaults.file = example.file
+        #expect(example == defaults)
+    }
+}

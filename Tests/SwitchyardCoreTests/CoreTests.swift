@@ -1,0 +1,182 @@
+import Testing
+@testable import SwitchyardCore
+
+@Suite struct NamingTests {
+    @Test func slugFollowsTheContract() {
+        #expect(Naming.slug("Hall Lamp") == "hall_lamp")
+        #expect(Naming.slug("  Kitchen -- Ceiling (2) ") == "kitchen_ceiling_2")
+        #expect(Naming.slug("Café Lüster") == "caf_l_ster")
+        #expect(Naming.slug("***") == "")
+    }
+
+    @Test func idsAreNormalisedForDiscovery() {
+        #expect(Naming.normaliseID("AA:BB:CC:DD:EE:FF") == "aabbccddeeff")
+        #expect(Naming.normaliseID("d073d5 01/x") == "d073d5_01_x")
+    }
+
+    @Test func badNamesAreRejected() {
+        #expect(Naming.problem(withName: "kitchen/floor") == nil)
+        #expect(Naming.problem(withName: "/kitchen") != nil)
+        #expect(Naming.problem(withName: "kitchen/") != nil)
+        #expect(Naming.problem(withName: "a+b") != nil)
+        #expect(Naming.problem(withName: "a#") != nil)
+        #expect(Naming.problem(withName: "a\u{7}b") != nil)
+        #expect(Naming.problem(withName: "lamp/set") != nil)
+        #expect(Naming.problem(withName: "availability") != nil)
+        #expect(Naming.problem(withName: "bridge") != nil)
+        #expect(Naming.problem(withName: "group/x", reservedPrefixes: ["group/"]) != nil)
+    }
+
+    static func light(_ id: String, _ label: String, configured: String? = nil) -> DeviceDescriptor {
+        DeviceDescriptor(id: id, label: label, configuredName: configured, category: .light, capabilities: [.state()])
+    }
+
+    @Test func clashesGetTheIdWhateverTheOrder() {
+        let devices = [Self.light("d2", "Lamp"), Self.light("d1", "Lamp"), Self.light("d3", "Desk"), Self.light("d4", "")]
+        let a = Naming.assign(devices)
+        let b = Naming.assign(devices.reversed())
+        #expect(a.names == b.names)
+        #expect(a.names["d1"] == "lamp_d1")
+        #expect(a.names["d2"] == "lamp_d2")
+        #expect(a.names["d3"] == "desk")
+        #expect(a.names["d4"] == "d4")
+        #expect(a.warnings.keys.sorted() == ["d1", "d2"])
+    }
+
+    @Test func configuredNamesWinAndReservedSlugsAreSuffixed() {
+        let a = Naming.assign([Self.light("d1", "Desk"), Self.light("d2", "Other", configured: "desk"), Self.light("d3", "Set")])
+        #expect(a.names["d2"] == "desk")
+        #expect(a.names["d1"] == "desk_d1")
+        #expect(a.names["d3"] == "set_d3")
+    }
+}
+
+@Suite struct TopicTests {
+    let scheme = TopicScheme(base: "switchyard")
+
+    @Test func classifiesCommandTopics() {
+        #expect(scheme.classify("switchyard/lifx/kitchen/set") == .set(adapter: "lifx", device: "kitchen", field: nil))
+        #expect(scheme.classify("switchyard/lifx/kitchen/set/brightness") == .set(adapter: "lifx", device: "kitchen", field: "brightness"))
+        #expect(scheme.classify("switchyard/lifx/group/upstairs/set") == .set(adapter: "lifx", device: "group/upstairs", field: nil))
+        #expect(scheme.classify("switchyard/lifx/kitchen/get") == .get(adapter: "lifx", device: "kitchen"))
+        #expect(scheme.classify("switchyard/bridge/request/devices/refresh") == .request(path: "devices/refresh"))
+        #expect(scheme.classify("switchyard/lifx/kitchen") == .other)
+        #expect(scheme.classify("switchyard/bridge/set") == .other)
+        #expect(scheme.classify("homeassistant/status") == .haStatus)
+        #expect(scheme.classify("other/lifx/kitchen/set") == .other)
+    }
+
+    @Test func subscriptionsCoverEveryNameDepthWithoutTheWholeTree() {
+        let f = scheme.commandFilters(depths: [1, 3])
+        #expect(f.contains("switchyard/+/+/set"))
+        #expect(f.contains("switchyard/+/+/+/set/+"))
+        #expect(f.contains("switchyard/+/+/+/+/get"))
+        #expect(!f.contains("switchyard/#"))
+    }
+}
+
+@Suite struct JSONTests {
+    @Test func parsesAndSerialisesDeterministically() throws {
+        let v = try JSONValue.parse(#"{"b": [1, 2.5, true, null], "a": "x\"y\u00e9\ud83d\ude00", "c": {"z": -0.25e1}}"#)
+        #expect(v.serialized == #"{"a":"x\"yé😀","b":[1,2.5,true,null],"c":{"z":-2.5}}"#)
+        #expect(v["b"] == [1, 2.5, true, nil])
+    }
+
+    @Test func rejectsMalformedJSON() {
+        for bad in ["{bad", "{\"a\":}", "[1,]", "01", "\"\\x\"", "{\"a\":1} x", "nul", ""] {
+            #expect(throws: JSONValue.ParseError.self, "\(bad)") { try JSONValue.parse(bad) }
+        }
+    }
+
+    @Test func escapesControlCharacters() {
+        #expect(JSONValue.string("a\nb\u{1}").serialized == #""a\nb\u0001""#)
+    }
+}
+
+@Suite struct CommandTests {
+    let light = DeviceDescriptor(id: "l1", label: "Lamp", category: .light, capabilities: [
+        .state(), .brightness(), .colorTemp(minKelvin: 2500, maxKelvin: 9000), .color(), .transition(),
+        Capability("effect", .enumeration(["breathe", "pulse", "off"]), writable: true),
+        Capability("rssi", .integer(min: -127, max: 20), role: .diagnostic),
+    ])
+
+    func parse(_ payload: String, field: String? = nil) -> Result<CommandParser.Parsed, CommandParser.Failure> {
+        CommandParser.read(payload: Array(payload.utf8), field: field)
+    }
+
+    @Test func bareWordsAndJSON() throws {
+        #expect(try parse("on").get().fields == ["state": "ON"])
+        #expect(try parse(" TOGGLE\n").get().fields == ["state": "TOGGLE"])
+        let p = try parse(#"{"brightness": 40, "transaction": "t-1"}"#).get()
+        #expect(p.fields == ["brightness": 40])
+        #expect(p.transaction == "t-1")
+    }
+
+    @Test func plainFieldValues() throws {
+        #expect(try parse("40", field: "brightness").get().fields == ["brightness": 40])
+        #expect(try parse("breathe", field: "effect").get().fields == ["effect": "breathe"])
+        #expect(try parse(#"{"h":10,"s":20}"#, field: "color").get().fields == ["color": ["h": 10, "s": 20]])
+    }
+
+    @Test func malformedPayloadsFailClearly() {
+        guard case .failure(let f) = parse("{bad") else { Issue.record("accepted"); return }
+        #expect(f.message.contains("malformed JSON"))
+        guard case .failure(let g) = parse("[1,2]") else { Issue.record("accepted"); return }
+        #expect(g.message.contains("expected a JSON object"))
+        guard case .failure(let h) = parse(#"{"transaction": 5}"#) else { Issue.record("accepted"); return }
+        #expect(h.transaction == 5)
+    }
+
+    @Test func validationNormalisesAndReportsEveryProblem() throws {
+        let ok = try CommandParser.validate(["state": "on", "brightness": 39.6, "effect": "PULSE", "color": ["h": 120, "s": 50]],
+                                            against: light).get()
+        #expect(ok == ["state": "ON", "brightness": 40, "effect": "pulse", "color": ["h": 120, "s": 50]])
+        guard case .failure(let f) = CommandParser.validate(["brightness": 150, "speed": 3, "rssi": -40, "color": ["h": 400]],
+                                                             against: light) else {
+            Issue.record("accepted"); return
+        }
+        #expect(f.message.contains("brightness: 150 is out of range 0–100"))
+        #expect(f.message.contains("unknown field 'speed'"))
+        #expect(f.message.contains("rssi: is read-only"))
+        #expect(f.message.contains("color.h: 400 is out of range 0–360"))
+    }
+
+    @Test func roundingMakesQuantisedValuesEqual() {
+        let b = Capability.brightness()
+        #expect(b.normalise(.number(29.999237)) == .number(30))
+        let t = Capability("t", .number(min: 0, max: 100, precision: 1))
+        #expect(t.normalise(.number(21.04)) == .number(21))
+        #expect(t.normalise(.number(21.06)) == .number(21.1))
+    }
+}
+
+@Suite struct DiscoveryTests {
+    @Test func lightConfigFollowsTheContract() throws {
+        let b = DiscoveryBuilder(scheme: TopicScheme(base: "switchyard"), version: "1.0")
+        let d = DeviceDescriptor(id: "AA:BB:CC:DD:EE:FF", label: "Hall Lamp", model: "A19", category: .light, capabilities: [
+            .state(), .brightness(), .colorTemp(minKelvin: 2500, maxKelvin: 9000), .color(), .colorMode(),
+            Capability("rssi", .integer(min: -127, max: 20), unit: "dBm", role: .diagnostic, deviceClass: "signal_strength"),
+        ])
+        let entries = b.entries(adapter: "nova", name: "hall/lamp", device: d)
+        let light = try #require(entries.first { $0.topic == "homeassistant/light/switchyard_switchyard_nova_aabbccddeeff/light/config" })
+        let p = light.payload
+        #expect(p["name"] == .null)
+        #expect(p["schema"] == "json")
+        #expect(p["brightness_scale"] == 100)
+        #expect(p["color_temp_kelvin"] == true)
+        #expect(p["supported_color_modes"] == ["hs", "color_temp"])
+        #expect(p["unique_id"] == "switchyard_switchyard_nova_aabbccddeeff_light")
+        #expect(p["object_id"] == "hall_lamp")
+        #expect(p["default_entity_id"] == "light.hall_lamp")
+        #expect(p["state_topic"] == "switchyard/nova/hall/lamp")
+        #expect(p["command_topic"] == "switchyard/nova/hall/lamp/set")
+        #expect(p["availability_mode"] == "all")
+        #expect(p["availability"] == [["topic": "switchyard/bridge/state"], ["topic": "switchyard/nova/hall/lamp/availability"]])
+        #expect(p["origin"]?["name"] == "Switchyard")
+        #expect(p["device"]?["identifiers"] == ["switchyard_switchyard_nova_aabbccddeeff"])
+        let rssi = try #require(entries.first { $0.topic.contains("/sensor/") })
+        #expect(rssi.payload["entity_category"] == "diagnostic")
+        #expect(rssi.payload["value_template"] == "{{ value_json.rssi }}")
+        #expect(entries.count == 2)
+    }
+}

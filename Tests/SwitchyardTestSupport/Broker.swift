@@ -1,0 +1,143 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public enum TestEnvironment {
+    /// A TCP port on 127.0.0.1 that nothing listens on right now.
+    public static func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    public static func canConnect(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        return rc == 0
+    }
+
+    public static func makeTempDir(_ prefix: String) -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8))")
+        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// Finds a program on PATH, also in the sbin directories where Debian puts `mosquitto`.
+    public static func which(_ name: String) -> String? {
+        let path = (ProcessInfo.processInfo.environment["PATH"] ?? "") + ":/usr/sbin:/sbin:/usr/local/sbin"
+        for dir in path.split(separator: ":") {
+            let p = "\(dir)/\(name)"
+            if FileManager.default.isExecutableFile(atPath: p) { return p }
+        }
+        return nil
+    }
+
+    /// The `switchyard` executable built next to the test binary (or $SWITCHYARD_BIN).
+    public static func switchyardBinary() -> String? {
+        if let p = ProcessInfo.processInfo.environment["SWITCHYARD_BIN"] { return p }
+        guard let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else { return nil }
+        var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
+        for _ in 0..<4 {
+            let candidate = dir.appendingPathComponent("switchyard").path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            dir = dir.deletingLastPathComponent()
+        }
+        return nil
+    }
+
+    public static func sleep(_ seconds: Double) async {
+        try? await Task.sleep(for: .seconds(seconds))
+    }
+}
+
+public struct TestError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ d: String) { description = d }
+}
+
+/// A real Mosquitto broker on a free 127.0.0.1 port, with its own config and persistence off.
+public final class Broker: @unchecked Sendable {
+    public let port: Int
+    let dir: URL
+    var process: Process?
+    let extraConfig: String
+
+    public init(extraConfig: String = "") throws {
+        guard TestEnvironment.which("mosquitto") != nil else { throw TestError("mosquitto is not installed (make test installs it)") }
+        port = TestEnvironment.freePort()
+        dir = TestEnvironment.makeTempDir("broker")
+        self.extraConfig = extraConfig
+    }
+
+    public static func start(extraConfig: String = "") async throws -> Broker {
+        var lastError: (any Error)?
+        for _ in 0..<3 {
+            do {
+                let b = try Broker(extraConfig: extraConfig)
+                try await b.start()
+                return b
+            } catch {
+                lastError = error
+            }
+        }
+        throw lastError ?? TestError("broker did not start")
+    }
+
+    public func start() async throws {
+        let conf = dir.appendingPathComponent("mosquitto.conf")
+        try """
+        listener \(port) 127.0.0.1
+        allow_anonymous true
+        persistence false
+        max_queued_messages 0
+        log_dest file \(dir.path)/mosquitto.log
+        log_type error
+        log_type warning
+        log_type notice
+        \(extraConfig)
+        """.write(to: conf, atomically: true, encoding: .utf8)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: TestEnvironment.which("mosquitto")!)
+        p.arguments = ["-c", conf.path]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        process = p
+        for _ in 0..<200 {
+            if TestEnvironment.canConnect(port: port) { return }
+            if !p.isRunning { break }
+            await TestEnvironment.sleep(0.05)
+        }
+        stop()
+        throw TestError("mosquitto did not start on port \(port)")
+    }
+
+    /// Stops the broker; with persistence off, every retained message is gone.
+    public func stop() {
+        guard let p = process else { return }
+        if p.isRunning {
+            p.terminate()
+            p.waitUntilExit()
+        }
+        process = nil
+    }
+
+    public var log: String { (try? String(contentsOf: dir.appendingPathComponent("mosquitto.log"), encoding: .utf8)) ?? "" }
+
+    deinit { stop() }
+}

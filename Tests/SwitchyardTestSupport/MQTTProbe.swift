@@ -1,0 +1,125 @@
+import CMosquitto
+import Foundation
+import Synchronization
+
+/// A plain libmosquitto client for tests: what a real `mosquitto_sub` / `mosquitto_pub` user sees.
+/// Independent of the bridge's transport (threaded libmosquitto, its own callbacks).
+public final class MQTTProbe: @unchecked Sendable {
+    public struct Message: Sendable, Equatable, CustomStringConvertible {
+        public var topic: String
+        public var payload: String
+        public var retain: Bool
+        public var at: Date
+        public var description: String { "\(topic) \(retain ? "(r) " : "")\(payload)" }
+    }
+
+    static let initialised: Bool = {
+        mosquitto_lib_init()
+        return true
+    }()
+
+    let handle: OpaquePointer
+    let received = Mutex<[Message]>([])
+    let connected = Atomic<Bool>(false)
+    let subacks = Atomic<Int>(0)
+
+    public init(port: Int, clientID: String = "probe-\(UUID().uuidString.prefix(8))", protocolVersion: Int = 4) throws {
+        _ = Self.initialised
+        guard let h = mosquitto_new(clientID, true, nil) else { throw TestError("mosquitto_new failed") }
+        handle = h
+        if protocolVersion == 5 { mosquitto_int_option(h, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5) }
+        mosquitto_user_data_set(h, Unmanaged.passUnretained(self).toOpaque())
+        mosquitto_connect_callback_set(h, ProbeCallbacks.onConnect)
+        mosquitto_message_callback_set(h, ProbeCallbacks.onMessage)
+        mosquitto_subscribe_callback_set(h, ProbeCallbacks.onSubscribe)
+        guard mosquitto_loop_start(h) == MOSQ_ERR_SUCCESS.rawValue else { throw TestError("loop_start failed") }
+        guard mosquitto_connect_async(h, "127.0.0.1", Int32(port), 30) == MOSQ_ERR_SUCCESS.rawValue else { throw TestError("connect failed") }
+    }
+
+    public static func connect(port: Int, protocolVersion: Int = 4) async throws -> MQTTProbe {
+        let p = try MQTTProbe(port: port, protocolVersion: protocolVersion)
+        for _ in 0..<600 where !p.connected.load(ordering: .relaxed) { await TestEnvironment.sleep(0.05) }
+        guard p.connected.load(ordering: .relaxed) else { throw TestError("probe could not connect to port \(port)") }
+        return p
+    }
+
+    public func close() {
+        mosquitto_disconnect(handle)
+        mosquitto_loop_stop(handle, false)
+    }
+
+    deinit {
+        mosquitto_loop_stop(handle, true)
+        mosquitto_destroy(handle)
+    }
+
+    /// Subscribes and waits for the SUBACK (so retained messages are on their way).
+    public func subscribe(_ filters: String...) async throws {
+        for f in filters {
+            let before = subacks.load(ordering: .relaxed)
+            guard mosquitto_subscribe(handle, nil, f, 1) == MOSQ_ERR_SUCCESS.rawValue else { throw TestError("subscribe \(f) failed") }
+            for _ in 0..<600 where subacks.load(ordering: .relaxed) == before { await TestEnvironment.sleep(0.02) }
+        }
+    }
+
+    public func publish(_ topic: String, _ payload: String, retain: Bool = false, qos: Int32 = 1,
+                        userProperties: [String: String] = [:]) {
+        let bytes = Array(payload.utf8)
+        var props: OpaquePointer? = nil
+        for (k, v) in userProperties { mosquitto_property_add_string_pair(&props, Int32(MQTT_PROP_USER_PROPERTY.rawValue), k, v) }
+        defer { mosquitto_property_free_all(&props) }
+        _ = bytes.withUnsafeBytes { b in
+            mosquitto_publish_v5(handle, nil, topic, Int32(b.count), b.baseAddress, qos, retain, props)
+        }
+    }
+
+    public var messages: [Message] { received.withLock { $0 } }
+    public func clear() { received.withLock { $0.removeAll() } }
+
+    public func messages(on topic: String) -> [Message] { messages.filter { $0.topic == topic } }
+
+    /// The latest payload on a topic, if any.
+    public func last(_ topic: String) -> String? { messages.last { $0.topic == topic }?.payload }
+
+    /// Waits (at most `timeout` seconds, polling) until `predicate` holds for the messages received.
+    @discardableResult
+    public func waitFor(_ what: String, timeout: Double = 30, _ predicate: ([Message]) -> Bool) async throws -> [Message] {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let m = messages
+            if predicate(m) { return m }
+            await TestEnvironment.sleep(0.02)
+        }
+        throw TestError("timed out waiting for \(what); received:\n" + messages.suffix(40).map(\.description).joined(separator: "\n"))
+    }
+
+    /// Waits for a message on `topic` (optionally with `payload`).
+    @discardableResult
+    public func waitFor(topic: String, payload: String? = nil, timeout: Double = 30) async throws -> Message {
+        let m = try await waitFor("\(topic) \(payload ?? "")", timeout: timeout) { ms in
+            ms.contains { $0.topic == topic && (payload == nil || $0.payload == payload) }
+        }
+        return m.last { $0.topic == topic && (payload == nil || $0.payload == payload) }!
+    }
+
+    func record(_ m: Message) { received.withLock { $0.append(m) } }
+}
+
+/// C callbacks, defined in nonisolated code (a static on a plain enum): libmosquitto calls them on its thread.
+enum ProbeCallbacks {
+    static let onConnect: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32) -> Void = { _, obj, rc in
+        guard let obj, rc == 0 else { return }
+        Unmanaged<MQTTProbe>.fromOpaque(obj).takeUnretainedValue().connected.store(true, ordering: .relaxed)
+    }
+    static let onSubscribe: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32, Int32, UnsafePointer<Int32>?) -> Void = { _, obj, _, _, _ in
+        guard let obj else { return }
+        Unmanaged<MQTTProbe>.fromOpaque(obj).takeUnretainedValue().subacks.add(1, ordering: .relaxed)
+    }
+    static let onMessage: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, UnsafePointer<mosquitto_message>?) -> Void = { _, obj, msg in
+        guard let obj, let msg else { return }
+        let m = msg.pointee
+        let payload = m.payloadlen > 0 ? String(decoding: UnsafeRawBufferPointer(start: m.payload, count: Int(m.payloadlen)), as: UTF8.self) : ""
+        Unmanaged<MQTTProbe>.fromOpaque(obj).takeUnretainedValue()
+            .record(.init(topic: String(cString: m.topic), payload: payload, retain: m.retain, at: Date()))
+    }
+}
