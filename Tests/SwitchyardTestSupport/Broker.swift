@@ -74,7 +74,7 @@ public struct TestError: Error, CustomStringConvertible {
 public final class Broker: @unchecked Sendable {
     public let port: Int
     let dir: URL
-    var process: Process?
+    var process: ChildProcess?
     let extraConfig: String
 
     public init(extraConfig: String = "") throws {
@@ -111,12 +111,8 @@ public final class Broker: @unchecked Sendable {
         log_type notice
         \(extraConfig)
         """.write(to: conf, atomically: true, encoding: .utf8)
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: TestEnvironment.which("mosquitto")!)
-        p.arguments = ["-c", conf.path]
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
+        let p = try ChildProcess(path: TestEnvironment.which("mosquitto")!, arguments: ["-c", conf.path],
+                                 outputFile: dir.appendingPathComponent("stdout.log").path)
         process = p
         for _ in 0..<200 {
             if TestEnvironment.canConnect(port: port) { return }
@@ -129,11 +125,7 @@ public final class Broker: @unchecked Sendable {
 
     /// Stops the broker; with persistence off, every retained message is gone.
     public func stop() {
-        guard let p = process else { return }
-        if p.isRunning {
-            p.terminate()
-            p.waitUntilExit()
-        }
+        process?.terminateAndReap()
         process = nil
     }
 

@@ -1,0 +1,86 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A child process started with posix_spawn and reaped with waitpid. (Foundation's Process busy-waits
+/// in waitUntilExit when called from a Swift-concurrency thread on Linux.)
+public final class ChildProcess: @unchecked Sendable {
+    public let pid: pid_t
+    private var status: Int32?
+    private let lock = NSLock()
+
+    /// Starts `path` with `arguments`; stdout and stderr go to `outputFile` (appended).
+    public init(path: String, arguments: [String], environment: [String: String]? = nil, outputFile: String) throws {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputFile, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Threads of a Swift process run with signals blocked; the child must not inherit that mask,
+        // or it would ignore SIGTERM.
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        defer { posix_spawnattr_destroy(&attr) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attr, &empty)
+        posix_spawnattr_setsigdefault(&attr, &all)
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let env = (environment ?? ProcessInfo.processInfo.environment).map { "\($0.key)=\($0.value)" }
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp = env.map { strdup($0) } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var p: pid_t = 0
+        let rc = posix_spawn(&p, path, &actions, &attr, argv, envp)
+        guard rc == 0 else { throw TestError("posix_spawn \(path) failed: \(String(cString: strerror(rc)))") }
+        pid = p
+    }
+
+    /// Exit status (or 128+signal), once the process has ended; nil while it runs.
+    public var exitStatus: Int32? {
+        lock.lock()
+        defer { lock.unlock() }
+        if let status { return status }
+        var s: Int32 = 0
+        let r = waitpid(pid, &s, WNOHANG)
+        guard r == pid else { return nil }
+        let code = (s & 0x7f) == 0 ? (s >> 8) & 0xff : 128 + (s & 0x7f)
+        status = code
+        return code
+    }
+
+    public var isRunning: Bool { exitStatus == nil }
+
+    public func signal(_ sig: Int32) { if isRunning { kill(pid, sig) } }
+
+    /// Waits (polling, at most `timeout` seconds) for the exit; SIGKILL after that.
+    @discardableResult
+    public func wait(timeout: Double = 30) async -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let s = exitStatus { return s }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        kill(pid, SIGKILL)
+        return nil
+    }
+
+    /// Blocking stop for deinit paths: SIGTERM, then SIGKILL after 5 s.
+    public func terminateAndReap() {
+        guard isRunning else { return }
+        kill(pid, SIGTERM)
+        for _ in 0..<250 {
+            if !isRunning { return }
+            usleep(20_000)
+        }
+        kill(pid, SIGKILL)
+        while isRunning { usleep(10_000) }
+    }
+}
