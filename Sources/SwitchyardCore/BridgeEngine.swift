@@ -114,7 +114,7 @@ public actor BridgeEngine {
         for id in slotOrder where !newIDs.contains(id) || restart.contains(id) {
             await stopAdapter(id, removeDevices: !newIDs.contains(id))
         }
-        for a in adapters where slots[a.id] == nil { startAdapter(a) }
+        for a in adapters where slots[a.id] == nil || restart.contains(a.id) { startAdapter(a) }
         publishInfo()
     }
 

@@ -1,0 +1,41 @@
+# Two commands on a fresh Debian 12 machine with Swift: `make run` and `make test`.
+APT_PACKAGES := mosquitto mosquitto-clients libmosquitto-dev libcurl4-openssl-dev libbluetooth-dev pkg-config
+MQTT_HOST    ?= 127.0.0.1
+MQTT_PORT    ?= 1883
+SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+SWIFT_FLAGS  ?=
+
+.PHONY: run test build deps broker bench clean
+
+## Install the system packages that are missing (apt).
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+build: deps
+	swift build $(SWIFT_FLAGS)
+
+## Start a loopback Mosquitto on $(MQTT_PORT) unless something already answers there.
+broker: deps
+	@if timeout 1 bash -c '</dev/tcp/$(MQTT_HOST)/$(MQTT_PORT)' 2>/dev/null; then \
+	  echo "a broker answers on $(MQTT_HOST):$(MQTT_PORT)"; \
+	else \
+	  mkdir -p .build && printf 'listener $(MQTT_PORT) 127.0.0.1\nallow_anonymous true\npersistence false\n' > .build/demo-mosquitto.conf; \
+	  mosquitto -c .build/demo-mosquitto.conf -d && sleep 0.5 && echo "started mosquitto on 127.0.0.1:$(MQTT_PORT) (config .build/demo-mosquitto.conf)"; \
+	fi
+
+## The bridge in demo mode against built-in simulated devices.
+run: build broker
+	.build/debug/switchyard demo --host $(MQTT_HOST) --port $(MQTT_PORT)
+
+## Every test, against real Mosquitto brokers the tests start on free loopback ports.
+test: deps
+	swift test $(SWIFT_FLAGS)
+
+clean:
+	rm -rf .build

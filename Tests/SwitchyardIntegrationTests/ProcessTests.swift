@@ -1,0 +1,141 @@
+import Foundation
+import Testing
+import SwitchyardCore
+import SwitchyardTestSupport
+
+/// The `switchyard` executable as a child process against a real Mosquitto.
+@Suite struct ProcessTests {
+    func writeConfig(_ text: String) throws -> String {
+        let path = TestEnvironment.makeTempDir("cfg").appendingPathComponent("config.yaml").path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    func config(port: Int, base: String, devices: String = "    - {name: kitchen, type: light}\n") -> String {
+        """
+        log:
+          level: warning
+        mqtt:
+          url: mqtt://127.0.0.1:\(port)
+          base_topic: \(base)
+          reconnect: {min_delay: 0.1, max_delay: 1}
+        virtual:
+          devices:
+        \(devices)
+        """
+    }
+
+    @Test func lastWillIsPublishedWhenTheProcessIsKilled() async throws {
+        let broker = try await Broker.start()
+        let base = uniqueBase()
+        let probe = try await MQTTProbe.connect(port: broker.port)
+        try await probe.subscribe("\(base)/bridge/state")
+        let bridge = try BridgeProcess(arguments: ["run", "-c", try writeConfig(config(port: broker.port, base: base))])
+        try await probe.waitFor(topic: "\(base)/bridge/state", payload: "online")
+        bridge.signal(SIGKILL)
+        _ = try await bridge.waitForExit()
+        let will = try await probe.waitFor(topic: "\(base)/bridge/state", payload: "offline")
+        #expect(!will.retain)
+        // The Will is retained: a new subscriber reads it from the broker.
+        let later = try await MQTTProbe.connect(port: broker.port)
+        try await later.subscribe("\(base)/bridge/state")
+        try await later.waitFor("retained offline") { $0.contains { $0.payload == "offline" && $0.retain } }
+    }
+
+    @Test func sigtermPublishesOfflineForEveryDeviceThenTheBridgeBeforeExiting() async throws {
+        let broker = try await Broker.start()
+        let base = uniqueBase()
+        let probe = try await MQTTProbe.connect(port: broker.port)
+        try await probe.subscribe("\(base)/#")
+        let bridge = try BridgeProcess(arguments: ["run", "-c", try writeConfig(config(port: broker.port, base: base,
+            devices: "    - {name: kitchen, type: light}\n    - {name: fan, type: switch}\n"))])
+        try await probe.waitFor(topic: "\(base)/virtual/fan/availability", payload: "online")
+        try await probe.waitFor(topic: "\(base)/virtual/kitchen/availability", payload: "online")
+        bridge.signal(SIGTERM)
+        let status = try await bridge.waitForExit()
+        #expect(status == 0, "output: \(bridge.outputText)")
+        let ms = try await probe.waitFor("offline everywhere") { ms in ms.contains { $0.topic == "\(base)/bridge/state" && $0.payload == "offline" } }
+        let order = ms.filter { $0.payload == "offline" }.map(\.topic)
+        #expect(Set(order.prefix(2)) == ["\(base)/virtual/kitchen/availability", "\(base)/virtual/fan/availability"])
+        #expect(order.last == "\(base)/bridge/state")
+    }
+
+    @Test func aBadConfigExitsNonZeroWithPositionsAndStartsNothing() async throws {
+        let broker = try await Broker.start()
+        let base = uniqueBase()
+        let probe = try await MQTTProbe.connect(port: broker.port)
+        try await probe.subscribe("\(base)/#")
+        let path = try writeConfig("""
+        mqtt:
+          url: mqtt://127.0.0.1:\(broker.port)
+          base_topic: \(base)
+          keepalive: soon
+          pasword: x
+        """)
+        let run = try BridgeProcess(arguments: ["run", "-c", path])
+        #expect(try await run.waitForExit() == 2)
+        #expect(run.outputText.contains("\(path):4:14: mqtt.keepalive: expected a whole number, got 'soon'"))
+        #expect(run.outputText.contains("\(path):5:3: mqtt.pasword: unknown key"))
+        let check = try BridgeProcess(arguments: ["check-config", "-c", path])
+        #expect(try await check.waitForExit() == 2)
+        let good = try BridgeProcess(arguments: ["check-config", "-c", try writeConfig(config(port: broker.port, base: base))])
+        #expect(try await good.waitForExit() == 0)
+        #expect(good.outputText.contains("config OK"))
+        await TestEnvironment.sleep(0.3)
+        #expect(probe.messages.isEmpty)
+    }
+
+    @Test func configReloadKeepsTheOldConfigWhenTheNewOneIsInvalid() async throws {
+        let broker = try await Broker.start()
+        let base = uniqueBase()
+        let probe = try await MQTTProbe.connect(port: broker.port)
+        try await probe.subscribe("\(base)/#")
+        let path = try writeConfig(config(port: broker.port, base: base))
+        let bridge = try BridgeProcess(arguments: ["run", "-c", path])
+        try await probe.waitFor(topic: "\(base)/virtual/kitchen/availability", payload: "online")
+
+        try "mqtt: [broken\n".write(toFile: path, atomically: true, encoding: .utf8)
+        probe.publish("\(base)/bridge/request/config/reload", #"{"transaction": 1}"#)
+        let bad = try JSONValue.parse(try await probe.waitFor(topic: "\(base)/bridge/response/config/reload").payload)
+        #expect(bad["status"] == "error")
+        #expect(bad["transaction"] == 1)
+        #expect(bad["error"]?.stringValue?.contains("the old one keeps running") == true)
+        probe.publish("\(base)/virtual/kitchen/set", "ON")   // still serving
+        try await probe.waitFor("kitchen ON") { $0.contains { $0.topic == "\(base)/virtual/kitchen" && $0.payload.contains(#""state":"ON""#) } }
+
+        try config(port: broker.port, base: base, devices: "    - {name: kitchen, type: light}\n    - {name: porch, type: switch}\n")
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        probe.clear()
+        bridge.signal(SIGHUP)
+        let ok = try JSONValue.parse(try await probe.waitFor(topic: "\(base)/bridge/response/config/reload").payload)
+        #expect(ok["status"] == "ok")
+        try await probe.waitFor(topic: "\(base)/virtual/porch/availability", payload: "online")
+        bridge.signal(SIGTERM)
+        #expect(try await bridge.waitForExit() == 0)
+    }
+
+    @Test func secretsNeverReachBridgeInfoOrTheLog() async throws {
+        let broker = try await Broker.start()
+        let base = uniqueBase()
+        let secret = "pw-\(UUID().uuidString)"
+        let probe = try await MQTTProbe.connect(port: broker.port)
+        try await probe.subscribe("\(base)/#")
+        let path = try writeConfig("""
+        log:
+          level: debug
+        mqtt:
+          url: mqtt://127.0.0.1:\(broker.port)
+          base_topic: \(base)
+          username: bridge
+          password: ${SY_TEST_PASSWORD}
+        """)
+        let bridge = try BridgeProcess(arguments: ["run", "-c", path], environment: ["SY_TEST_PASSWORD": secret])
+        let info = try JSONValue.parse(try await probe.waitFor(topic: "\(base)/bridge/info").payload)
+        #expect(info["config"]?["mqtt"]?["password"] == "***")
+        bridge.signal(SIGTERM)
+        _ = try await bridge.waitForExit()
+        #expect(!probe.messages.contains { $0.payload.contains(secret) })
+        #expect(!bridge.outputText.contains(secret))
+        #expect(!bridge.outputText.isEmpty)
+    }
+}
