@@ -414,7 +414,7 @@ public actor BridgeEngine {
         let listedIDs = Set(listed.map(\.id))
         var removed: [String] = []
         for (id, rec) in slot.devices where !listedIDs.contains(id) {
-            if authoritative || rec.descriptor.configuredName == nil && rec.missing + 1 >= 3 {
+            if authoritative || rec.missing + 1 >= 3 {
                 removed.append(id)
             } else {
                 slot.devices[id]!.missing += 1

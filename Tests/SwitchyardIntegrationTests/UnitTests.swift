@@ -1,0 +1,116 @@
+import Foundation
+import Logging
+import Testing
+@testable import SwitchyardMQTT
+import SwitchyardCore
+import SwitchyardTestSupport
+
+/// The outbox bookkeeping, without a broker (Decision 4).
+@Suite struct OutboxTests {
+    func drain(_ o: inout Outbox, ack: Bool = true) -> [String] {
+        var out: [String] = []
+        var mid: Int32 = 0
+        while let (key, m) = o.next() {
+            mid += 1
+            o.sent(key, mid: mid)
+            out.append("\(m.topic)=\(String(decoding: m.payload, as: UTF8.self))")
+            if ack { o.acknowledged(mid: mid) }
+        }
+        return out
+    }
+
+    @Test func latestRetainedValueWinsAndOrderIsKept() {
+        var o = Outbox(maxEvents: 10)
+        o.add(topic: "a", payload: Array("1".utf8), qos: 1, retain: true)
+        o.add(topic: "e", payload: Array("x".utf8), qos: 1, retain: false)
+        o.add(topic: "a", payload: Array("2".utf8), qos: 1, retain: true)
+        #expect(drain(&o) == ["e=x", "a=2"])
+        #expect(o.pending == 0)
+    }
+
+    @Test func overflowDropsTheOldestEventAndCountsIt() {
+        var o = Outbox(maxEvents: 3)
+        for i in 1...5 { o.add(topic: "e", payload: Array("\(i)".utf8), qos: 1, retain: false) }
+        o.add(topic: "r", payload: Array("kept".utf8), qos: 1, retain: true)
+        #expect(o.dropped == 2)
+        #expect(drain(&o) == ["e=3", "e=4", "e=5", "r=kept"])
+    }
+
+    @Test func everythingUnacknowledgedAndEveryRetainedTopicGoesAgainAfterReconnect() {
+        var o = Outbox(maxEvents: 10)
+        o.add(topic: "r1", payload: Array("a".utf8), qos: 1, retain: true)
+        o.add(topic: "r2", payload: Array("b".utf8), qos: 1, retain: true)
+        #expect(drain(&o) == ["r1=a", "r2=b"])          // acknowledged
+        o.add(topic: "e1", payload: Array("x".utf8), qos: 1, retain: false)
+        o.add(topic: "gone", payload: [], qos: 1, retain: true)
+        #expect(drain(&o, ack: false) == ["e1=x", "gone="])   // sent, never acknowledged: connection lost
+        o.resetForReconnect()
+        #expect(o.inflight.isEmpty)
+        #expect(drain(&o) == ["r1=a", "r2=b", "gone=", "e1=x"])
+        #expect(o.ledger["gone"] == nil)                 // a delivered clear is not republished again
+        o.resetForReconnect()
+        #expect(drain(&o) == ["r1=a", "r2=b"])
+    }
+
+    @Test func backoffIsBoundedExponentialWithJitter() {
+        let s = MQTTSettings(clientID: "x", stateTopic: "t", reconnectMinDelay: 1, reconnectMaxDelay: 30)
+        #expect(s.backoff(attempt: 0, random: 1) == 1)
+        #expect(s.backoff(attempt: 3, random: 1) == 8)
+        #expect(s.backoff(attempt: 3, random: 0) == 4)
+        #expect(s.backoff(attempt: 50, random: 1) == 30)
+    }
+}
+
+/// Routing and the device lifecycle through the core with the in-memory transport.
+@Suite struct EngineTests {
+    func engine() async -> (BridgeEngine, InMemoryTransport, ScriptedAdapter) {
+        let t = InMemoryTransport()
+        var logger = Logger(label: "t")
+        logger.logLevel = .critical
+        let e = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: "b"), version: "t"), transport: t, logger: logger)
+        let a = ScriptedAdapter(devices: [ScriptedAdapter.lamp()])
+        await e.start(adapters: [a])
+        try? await waitUntil("adapter listed") { await e.deviceNames("test") == ["lamp-1": "lamp"] }
+        return (e, t, a)
+    }
+
+    @Test func quantisedValuesDoNotRepublish() async throws {
+        let (_, t, a) = await engine()
+        try await waitUntil("state") { t.published.contains { $0.topic == "b/test/lamp" } }
+        await a.push("lamp-1", ["brightness": 29.999237])
+        await a.push("lamp-1", ["brightness": 30.2])
+        await a.push("lamp-1", ["brightness": 30.4])
+        let states = t.published.filter { $0.topic == "b/test/lamp" }.map(\.payload)
+        #expect(states == [#"{"brightness":50,"state":"OFF"}"#, #"{"brightness":30,"state":"OFF"}"#])
+    }
+
+    @Test func aDeviceIsRemovedOnlyAfterThreeListingsWithoutIt() async throws {
+        let (e, t, a) = await engine()
+        for _ in 0..<2 { await a.list([]) }
+        #expect(await e.deviceNames("test") == ["lamp-1": "lamp"])
+        #expect(!t.published.contains { $0.topic == "b/test/lamp" && $0.payload.isEmpty })
+        await a.list([ScriptedAdapter.lamp()])            // back: the count starts again
+        for _ in 0..<2 { await a.list([]) }
+        #expect(await e.deviceNames("test") == ["lamp-1": "lamp"])
+        await a.list([])
+        #expect(await e.deviceNames("test").isEmpty)
+        let cleared = Set(t.published.filter { $0.payload.isEmpty && $0.retain }.map(\.topic))
+        #expect(cleared.isSuperset(of: ["b/test/lamp", "b/test/lamp/availability", "b/bridge/devices/test/lamp",
+                                        "homeassistant/light/switchyard_b_test_lamp-1/light/config"]))
+        #expect(t.published.contains { $0.topic == "b/bridge/event" && $0.payload.contains("device_removed") })
+    }
+
+    @Test func aRenameClearsTheOldTopicsAndKeepsTheDiscoveryID() async throws {
+        let (e, t, a) = await engine()
+        t.clear()
+        await a.list([ScriptedAdapter.lamp(name: "desk")])
+        #expect(await e.deviceNames("test") == ["lamp-1": "desk"])
+        let p = t.published
+        #expect(p.contains { $0.topic == "b/test/lamp" && $0.payload.isEmpty && $0.retain })
+        #expect(p.contains { $0.topic == "b/test/lamp/availability" && $0.payload.isEmpty })
+        #expect(p.contains { $0.topic == "b/test/desk" && $0.payload == #"{"brightness":50,"state":"OFF"}"# })
+        let disc = try #require(p.first { $0.topic == "homeassistant/light/switchyard_b_test_lamp-1/light/config" })
+        #expect(disc.payload.contains(#""state_topic":"b/test/desk""#))
+        #expect(p.contains { $0.topic == "b/bridge/event" && $0.payload.contains("device_renamed") })
+    }
+}
