@@ -1,0 +1,279 @@
+import CCurl
+import Foundation
+import Synchronization
+
+public struct HTTPRequest: Sendable {
+    public var method: String
+    public var url: String
+    public var headers: [(String, String)]
+    public var body: [UInt8]?
+    /// Whole-transfer timeout, seconds.
+    public var timeout: Double
+
+    public init(method: String = "GET", url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, timeout: Double = 30) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+    }
+}
+
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    /// Header names lower-cased; the last value wins.
+    public var headers: [String: String]
+    public var body: [UInt8]
+    /// New TCP connections this transfer opened (0 when an idle connection was reused).
+    public var newConnections: Int
+
+    public var text: String { String(decoding: body, as: UTF8.self) }
+}
+
+public struct HTTPError: Error, Sendable, CustomStringConvertible, Equatable {
+    public enum Kind: Sendable, Equatable { case timeout, connection, tls, other }
+    public var kind: Kind
+    public var message: String
+    public var description: String { message }
+}
+
+/// An async HTTP client over the libcurl multi interface. One thread owns the multi handle and makes
+/// every curl call (so nothing blocks the cooperative pool); requests are handed over through a mutex
+/// and `curl_multi_wakeup`. The multi handle keeps a connection cache, so requests to the same host
+/// reuse connections. TLS peers and host names are verified unless `verifyTLS` is false.
+public final class HTTPClient: Sendable {
+    public struct Options: Sendable {
+        public var userAgent: String
+        public var verifyTLS: Bool
+        public var caFile: String?
+        public var connectTimeout: Double
+        public init(userAgent: String = "switchyard", verifyTLS: Bool = true, caFile: String? = nil, connectTimeout: Double = 10) {
+            self.userAgent = userAgent
+            self.verifyTLS = verifyTLS
+            self.caFile = caFile
+            self.connectTimeout = connectTimeout
+        }
+    }
+
+    enum Command: @unchecked Sendable {
+        case start(Transfer)
+        case cancel(UInt64)
+    }
+
+    struct Shared: ~Copyable {
+        var commands: [Command] = []
+        var stopping = false
+        var nextID: UInt64 = 0
+    }
+
+    static let global: Bool = {
+        curl_global_init(Int(CURL_GLOBAL_DEFAULT))
+        return true
+    }()
+
+    let options: Options
+    let shared = Mutex(Shared())
+    nonisolated(unsafe) let multi: UnsafeMutableRawPointer
+
+    public init(options: Options = Options()) {
+        _ = Self.global
+        self.options = options
+        multi = curl_multi_init()
+        ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 8)
+        let thread = Thread { [self] in CurlLoop(client: self).run() }
+        thread.name = "http-curl"
+        thread.start()
+    }
+
+    /// Stops the transfer thread; pending requests fail.
+    public func shutdown() {
+        shared.withLock { $0.stopping = true }
+        curl_multi_wakeup(multi)
+    }
+
+    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let id = shared.withLock { s -> UInt64 in
+            s.nextID += 1
+            return s.nextID
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<HTTPResponse, any Error>) in
+                let t = Transfer(id: id, request: request, continuation: c)
+                let accepted = shared.withLock { s -> Bool in
+                    if s.stopping { return false }
+                    s.commands.append(.start(t))
+                    return true
+                }
+                if accepted {
+                    curl_multi_wakeup(multi)
+                } else {
+                    c.resume(throwing: HTTPError(kind: .other, message: "HTTP client is shut down"))
+                }
+            }
+        } onCancel: {
+            shared.withLock { $0.commands.append(.cancel(id)) }
+            curl_multi_wakeup(multi)
+        }
+    }
+
+    public func get(_ url: String, headers: [(String, String)] = [], timeout: Double = 30) async throws -> HTTPResponse {
+        try await send(HTTPRequest(url: url, headers: headers, timeout: timeout))
+    }
+}
+
+/// One transfer's buffers; lives on the curl thread from `start` to completion.
+final class Transfer {
+    let id: UInt64
+    let request: HTTPRequest
+    let continuation: CheckedContinuation<HTTPResponse, any Error>
+    var easy: UnsafeMutableRawPointer?
+    var headerList: UnsafeMutablePointer<curl_slist>?
+    var body: [UInt8] = []
+    var headers: [String: String] = [:]
+
+    init(id: UInt64, request: HTTPRequest, continuation: CheckedContinuation<HTTPResponse, any Error>) {
+        self.id = id
+        self.request = request
+        self.continuation = continuation
+    }
+}
+
+/// Callbacks from libcurl (on the curl thread, inside curl_multi_perform), nonisolated.
+enum CurlCallbacks {
+    static let write: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { ptr, size, n, ud in
+        guard let ptr, let ud else { return 0 }
+        let t = Unmanaged<Transfer>.fromOpaque(ud).takeUnretainedValue()
+        ptr.withMemoryRebound(to: UInt8.self, capacity: size * n) { t.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: size * n)) }
+        return size * n
+    }
+    static let header: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { ptr, size, n, ud in
+        guard let ptr, let ud else { return 0 }
+        let t = Unmanaged<Transfer>.fromOpaque(ud).takeUnretainedValue()
+        let line = ptr.withMemoryRebound(to: UInt8.self, capacity: size * n) { String(decoding: UnsafeBufferPointer(start: $0, count: size * n), as: UTF8.self) }
+        if line.hasPrefix("HTTP/") { t.headers = [:] }   // a new response (redirect, 100-continue)
+        if let colon = line.firstIndex(of: ":") {
+            let name = line[..<colon].lowercased()
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+            t.headers[name] = value
+        }
+        return size * n
+    }
+}
+
+final class CurlLoop {
+    let client: HTTPClient
+    var active: [UInt64: Transfer] = [:]
+
+    init(client: HTTPClient) { self.client = client }
+
+    func run() {
+        let multi = client.multi
+        while true {
+            let (commands, stopping) = client.shared.withLock { s -> ([HTTPClient.Command], Bool) in
+                let c = s.commands
+                s.commands = []
+                return (c, s.stopping)
+            }
+            for c in commands {
+                switch c {
+                case .start(let t): start(t)
+                case .cancel(let id):
+                    if let t = active[id] { finish(t, .failure(CancellationError())) }
+                }
+            }
+            if stopping {
+                for t in active.values { finish(t, .failure(HTTPError(kind: .other, message: "HTTP client is shut down"))) }
+                curl_multi_cleanup(multi)
+                return
+            }
+            var running: Int32 = 0
+            curl_multi_perform(multi, &running)
+            var left: Int32 = 0
+            while let msg = curl_multi_info_read(multi, &left) {
+                guard msg.pointee.msg == CURLMSG_DONE, let easy = msg.pointee.easy_handle else { continue }
+                var ud: UnsafeMutableRawPointer? = nil
+                _ = ccurl_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &ud)
+                guard let ud else { continue }
+                let t = Unmanaged<Transfer>.fromOpaque(ud).takeUnretainedValue()
+                let code = ccurl_msg_result(msg)
+                if code == CURLE_OK {
+                    var status = 0
+                    _ = ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+                    var connects = 0
+                    _ = ccurl_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects)
+                    finish(t, .success(HTTPResponse(status: status, headers: t.headers, body: t.body, newConnections: connects)))
+                } else {
+                    finish(t, .failure(Self.error(code)))
+                }
+            }
+            curl_multi_poll(multi, nil, 0, 1000, nil)
+        }
+    }
+
+    static func error(_ code: CURLcode) -> HTTPError {
+        let message = String(cString: curl_easy_strerror(code))
+        switch code {
+        case CURLE_OPERATION_TIMEDOUT: return HTTPError(kind: .timeout, message: message)
+        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR:
+            return HTTPError(kind: .connection, message: message)
+        case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CACERT_BADFILE:
+            return HTTPError(kind: .tls, message: message)
+        default: return HTTPError(kind: .other, message: message)
+        }
+    }
+
+    func start(_ t: Transfer) {
+        guard let easy = curl_easy_init() else {
+            t.continuation.resume(throwing: HTTPError(kind: .other, message: "curl_easy_init failed"))
+            return
+        }
+        t.easy = easy
+        let r = t.request
+        let o = client.options
+        ccurl_easy_setopt_string(easy, CURLOPT_URL, r.url)
+        ccurl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        ccurl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(r.timeout * 1000))
+        ccurl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(o.connectTimeout * 1000))
+        ccurl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, o.verifyTLS ? 1 : 0)
+        ccurl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, o.verifyTLS ? 2 : 0)
+        if let ca = o.caFile { ccurl_easy_setopt_string(easy, CURLOPT_CAINFO, ca) }
+        ccurl_easy_setopt_string(easy, CURLOPT_USERAGENT, o.userAgent)
+        ccurl_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
+        ccurl_easy_setopt_long(easy, CURLOPT_PROTOCOLS, Int(CURLPROTO_HTTP | CURLPROTO_HTTPS))
+        let ud = Unmanaged.passUnretained(t).toOpaque()
+        ccurl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, ud)
+        ccurl_easy_setopt_write(easy, CURLOPT_WRITEFUNCTION, CurlCallbacks.write)
+        ccurl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, ud)
+        ccurl_easy_setopt_write(easy, CURLOPT_HEADERFUNCTION, CurlCallbacks.header)
+        ccurl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, ud)
+        var list: UnsafeMutablePointer<curl_slist>? = nil
+        for (k, v) in r.headers { list = curl_slist_append(list, "\(k): \(v)") }
+        if r.body != nil { list = curl_slist_append(list, "Expect:") }   // no 100-continue round trip
+        t.headerList = list
+        if let list { ccurl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list) }
+        let method = r.method.uppercased()
+        if let body = r.body {
+            ccurl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
+            body.withUnsafeBytes { b in
+                _ = ccurl_easy_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: b.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!))
+            }
+        }
+        if method == "HEAD" {
+            ccurl_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
+        } else if method != "GET" || r.body != nil {
+            ccurl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method)
+        }
+        active[t.id] = t
+        curl_multi_add_handle(client.multi, easy)
+    }
+
+    func finish(_ t: Transfer, _ result: Result<HTTPResponse, any Error>) {
+        if let easy = t.easy {
+            curl_multi_remove_handle(client.multi, easy)
+            curl_easy_cleanup(easy)
+        }
+        curl_slist_free_all(t.headerList)
+        active[t.id] = nil
+        t.continuation.resume(with: result)
+    }
+}

@@ -1,0 +1,100 @@
+import FlyingFox
+import Foundation
+import Synchronization
+
+/// An HTTP server on 127.0.0.1 (free port) that every upstream simulator builds on: routes, a record of
+/// the requests received (for exact-body assertions), and knobs for latency and injected failures.
+public final class LoopbackHTTPServer: Sendable {
+    public struct Received: Sendable, Equatable {
+        public var method: String
+        public var path: String
+        public var query: [String: String]
+        public var headers: [String: String]
+        public var body: [UInt8]
+        public var text: String { String(decoding: body, as: UTF8.self) }
+    }
+
+    public struct Reply: Sendable {
+        public var status: Int
+        public var headers: [String: String]
+        public var body: [UInt8]
+        public init(status: Int = 200, headers: [String: String] = [:], body: [UInt8] = []) {
+            self.status = status
+            self.headers = headers
+            self.body = body
+        }
+        public static func json(_ text: String, status: Int = 200, headers: [String: String] = [:]) -> Reply {
+            var h = headers
+            h["Content-Type"] = "application/json"
+            return Reply(status: status, headers: h, body: Array(text.utf8))
+        }
+    }
+
+    public typealias Handler = @Sendable (Received) async -> Reply
+
+    let server: HTTPServer
+    let task: Task<Void, any Error>
+    let state = Mutex<(received: [Received], delay: Double, failNext: [Int])>(([], 0, []))
+    public let port: Int
+
+    private init(server: HTTPServer, task: Task<Void, any Error>, port: Int) {
+        self.server = server
+        self.task = task
+        self.port = port
+    }
+
+    public var baseURL: String { "http://127.0.0.1:\(port)" }
+
+    /// Starts the server; `routes` maps "METHOD /path" (FlyingFox route syntax, `*` wildcards) to handlers.
+    public static func start(routes: [(String, Handler)]) async throws -> LoopbackHTTPServer {
+        let server = HTTPServer(address: try .inet(ip4: "127.0.0.1", port: 0), timeout: 30, logger: .disabled)
+        let box = Box()
+        for (route, handler) in routes {
+            await server.appendRoute(HTTPRoute(stringLiteral: route)) { req in
+                let received = Received(
+                    method: req.method.rawValue, path: req.path,
+                    query: Dictionary(req.query.map { ($0.name, $0.value) }, uniquingKeysWith: { _, b in b }),
+                    headers: Dictionary(req.headers.map { ($0.key.rawValue.lowercased(), $0.value) }, uniquingKeysWith: { _, b in b }),
+                    body: Array(try await req.bodyData))
+                guard let owner = box.owner.withLock({ $0 }) else { return HTTPResponse(statusCode: .serviceUnavailable) }
+                let (delay, injected) = owner.state.withLock { s -> (Double, Int?) in
+                    s.received.append(received)
+                    return (s.delay, s.failNext.isEmpty ? nil : s.failNext.removeFirst())
+                }
+                if delay > 0 { try? await Task.sleep(for: .seconds(delay)) }
+                if let injected { return HTTPResponse(statusCode: HTTPStatusCode(injected, phrase: "Injected")) }
+                let reply = await handler(received)
+                var headers = HTTPHeaders()
+                for (k, v) in reply.headers { headers[HTTPHeader(k)] = v }
+                return HTTPResponse(statusCode: HTTPStatusCode(reply.status, phrase: ""), headers: headers, body: Data(reply.body))
+            }
+        }
+        let task = Task { try await server.run() }
+        try await server.waitUntilListening(timeout: 10)
+        guard case .ip4(_, let port) = await server.listeningAddress else { throw SimulatorError("server did not report its port") }
+        let s = LoopbackHTTPServer(server: server, task: task, port: Int(port))
+        box.owner.withLock { $0 = s }
+        return s
+    }
+
+    final class Box: Sendable {
+        let owner = Mutex<LoopbackHTTPServer?>(nil)
+    }
+
+    public var received: [Received] { state.withLock { $0.received } }
+    public func clearReceived() { state.withLock { $0.received.removeAll() } }
+    /// Latency added before every answer.
+    public func setDelay(_ seconds: Double) { state.withLock { $0.delay = seconds } }
+    /// The next requests get these status codes instead of their route's answer (e.g. [500, 503]).
+    public func injectFailures(_ statuses: [Int]) { state.withLock { $0.failNext += statuses } }
+
+    public func stop() async {
+        await server.stop(timeout: 1)
+        task.cancel()
+    }
+}
+
+public struct SimulatorError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ d: String) { description = d }
+}
