@@ -133,3 +133,53 @@ public final class Broker: @unchecked Sendable {
 
     deinit { stop() }
 }
+
+/// A TCP listener on 127.0.0.1 that accepts connections and never answers: a broker that is "up" but stuck.
+public final class SilentListener: @unchecked Sendable {
+    public let port: Int
+    let fd: Int32
+    var accepted: [Int32] = []
+    let lock = NSLock()
+    var closed = false
+
+    public init() throws {
+        let sock = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(sock, $0, len) } }
+        guard ok == 0, listen(sock, 16) == 0 else { throw TestError("listen failed") }
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(sock, $0, &len) } }
+        fd = sock
+        port = Int(UInt16(bigEndian: addr.sin_port))
+        let t = Thread { [self] in
+            while true {
+                let c = accept(fd, nil, nil)
+                if c < 0 { return }
+                lock.lock()
+                accepted.append(c)
+                lock.unlock()
+            }
+        }
+        t.start()
+    }
+
+    public var connections: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return accepted.count
+    }
+
+    public func close() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !closed else { return }
+        closed = true
+        shutdown(fd, Int32(SHUT_RDWR))
+        Glibc.close(fd)
+        for c in accepted { Glibc.close(c) }
+    }
+
+    deinit { close() }
+}
