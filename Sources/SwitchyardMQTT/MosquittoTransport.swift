@@ -323,7 +323,7 @@ final class NetworkLoop {
             s.stats.connects += 1
             // Birth message first, then every retained topic we own, then unacknowledged events.
             s.outbox.add(topic: settings.stateTopic, payload: Array("online".utf8), qos: 1, retain: true)
-            s.outbox.resetForReconnect()
+            s.outbox.resetForReconnect(first: settings.stateTopic)
         }
         logger.info("connected to broker", metadata: ["mqtt.host": "\(settings.host)", "mqtt.port": "\(settings.port)",
                                                       "mqtt.session_present": "\(sessionPresent)"])

@@ -130,12 +130,16 @@ struct Outbox {
         return true
     }
 
-    /// On every (re)connect: every retained topic the bridge owns is sent again (original order),
-    /// then every event not yet acknowledged.
-    mutating func resetForReconnect() {
+    /// On every (re)connect: `first` (the birth message), then every retained topic the bridge owns
+    /// (original order), then every event not yet acknowledged.
+    mutating func resetForReconnect(first: String? = nil) {
         inflight.removeAll()
         sendQueue.removeAll()
-        for (topic, e) in ledger.sorted(by: { $0.value.order < $1.value.order }) {
+        let ordered = ledger.sorted { a, b in
+            if a.key == first || b.key == first { return a.key == first && b.key != first }
+            return a.value.order < b.value.order
+        }
+        for (topic, e) in ordered {
             if e.payload.isEmpty && e.acked { continue }
             ledger[topic]!.acked = false
             sendQueue.push(.retained(topic: topic, generation: e.generation))

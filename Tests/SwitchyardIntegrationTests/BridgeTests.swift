@@ -157,6 +157,8 @@ import SwitchyardTestSupport
                     "\(base)/test/lamp", "\(base)/test/lamp/availability", discoveryTopic].allSatisfy(topics.contains)
         }
         let elapsed = Date().timeIntervalSince(restartedAt)
+        let bridgeTopics = after.messages.map(\.topic).filter { $0.hasPrefix(base) && !$0.hasSuffix("/event") }
+        #expect(bridgeTopics.first == "\(base)/bridge/state")   // the birth message comes first
         print("reconnect: whole retained tree back \(String(format: "%.2f", elapsed)) s after the broker restarted")
         #expect(after.last("\(base)/test/lamp") == #"{"brightness":77,"state":"OFF"}"#)
         #expect(after.last("\(base)/bridge/state") == "online")

@@ -50,6 +50,9 @@ import SwitchyardTestSupport
         #expect(o.ledger["gone"] == nil)                 // a delivered clear is not republished again
         o.resetForReconnect()
         #expect(drain(&o) == ["r1=a", "r2=b"])
+        o.add(topic: "state", payload: Array("online".utf8), qos: 1, retain: true)
+        o.resetForReconnect(first: "state")
+        #expect(drain(&o) == ["state=online", "r1=a", "r2=b"])
     }
 
     @Test func backoffIsBoundedExponentialWithJitter() {
