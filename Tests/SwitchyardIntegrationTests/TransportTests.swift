@@ -62,3 +62,55 @@ import SwitchyardTestSupport
         await bridge.stop()
     }
 }
+
+@Suite struct TLSTests {
+    /// A throwaway CA and a server certificate for 127.0.0.1, made with the openssl CLI.
+    static func makeCertificates() throws -> URL {
+        let dir = TestEnvironment.makeTempDir("tls")
+        let script = """
+        set -e
+        cd '\(dir.path)'
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj '/CN=switchyard test CA' 2>/dev/null
+        openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj '/CN=127.0.0.1' 2>/dev/null
+        printf 'subjectAltName=IP:127.0.0.1\\n' > ext.cnf
+        openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 2 -extfile ext.cnf 2>/dev/null
+        chmod 644 server.key
+        """
+        let child = try ChildProcess(path: "/bin/sh", arguments: ["-c", script], outputFile: dir.appendingPathComponent("openssl.log").path)
+        while child.isRunning { usleep(20_000) }
+        guard child.exitStatus == 0 else { throw TestError("openssl failed") }
+        return dir
+    }
+
+    @Test func theBrokerCertificateIsVerifiedByDefault() async throws {
+        guard TestEnvironment.which("openssl") != nil else { throw TestError("openssl is not installed") }
+        let certs = try Self.makeCertificates()
+        let tlsPort = TestEnvironment.freePort()
+        let tlsBroker = try await Broker.start(extraConfig: """
+        listener \(tlsPort) 127.0.0.1
+        cafile \(certs.path)/ca.crt
+        certfile \(certs.path)/server.crt
+        keyfile \(certs.path)/server.key
+        """)
+        var logger = Logger(label: "t")
+        logger.logLevel = .critical
+        func transport(ca: String?) -> MosquittoTransport {
+            MosquittoTransport(settings: MQTTSettings(port: tlsPort, tls: .init(caFile: ca), clientID: "tls-\(UUID().uuidString.prefix(6))",
+                                                      stateTopic: "tls/bridge/state", reconnectMinDelay: 0.1, reconnectMaxDelay: 0.3),
+                               logger: logger)
+        }
+        // Trusted CA: connects and publishes.
+        let good = transport(ca: "\(certs.path)/ca.crt")
+        good.start()
+        try await waitUntil("TLS connection") { good.stats().connected }
+        // The system store does not know our CA: verification fails, it never connects.
+        let untrusted = transport(ca: nil)
+        untrusted.start()
+        await TestEnvironment.sleep(1.5)
+        #expect(!untrusted.stats().connected)
+        #expect(untrusted.stats().connects == 0)
+        await untrusted.stop(timeout: 0.5)
+        await good.stop(timeout: 2)
+        tlsBroker.stop()
+    }
+}
