@@ -204,9 +204,9 @@ public actor BridgeEngine {
     func handle(_ event: TransportEvent) {
         switch event {
         case .connected(let sessionPresent):
-            logger.info("connected to broker", metadata: ["mqtt.session_present": "\(sessionPresent)"])
+            logger.debug("broker connected: republished by the transport", metadata: ["mqtt.session_present": "\(sessionPresent)"])
         case .disconnected(let reason):
-            logger.warning("disconnected from broker", metadata: ["reason": "\(reason)"])
+            logger.debug("broker disconnected: publishes wait in the outbox", metadata: ["reason": "\(reason)"])
         case .message(let m):
             handle(m)
         }

@@ -101,7 +101,7 @@ struct Demo: AsyncParsableCommand {
         let logger = try log.bootstrap(config: c)
         let b = baseTopic
         let p = port == 1883 ? "" : " -p \(port)"
-        print("""
+        let banner = """
         Switchyard demo: virtual devices on mqtt://\(host):\(port), base topic '\(b)'. Try, in another terminal:
 
           mosquitto_sub\(p) -v -t '\(b)/#'
@@ -115,7 +115,9 @@ struct Demo: AsyncParsableCommand {
 
         Ctrl-C stops the bridge (it publishes 'offline' first).
 
-        """)
+
+        """
+        FileHandle.standardOutput.write(Data(banner.utf8))   // unbuffered, also when piped
         try await BridgeRuntime.run(config: c, configPath: nil, logger: logger)
     }
 }
