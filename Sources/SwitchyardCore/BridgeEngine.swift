@@ -474,9 +474,9 @@ public actor BridgeEngine {
         rec.name = name
         publishDetails(adapterID, rec)
         announce(adapterID, &rec)
-        if rec.publishedState != nil { rec.publishedState = nil }
         slot.devices[rec.descriptor.id] = rec
         publishState(adapterID, rec.descriptor.id, force: true)
+        rec = slot.devices[rec.descriptor.id]!   // publishState recorded what it published
         if let a = rec.available {
             transport.publish(scheme.availability(adapter: adapterID, name: name), a ? "online" : "offline", qos: 1, retain: true)
         }
