@@ -1,11 +1,24 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
 
 public enum TestEnvironment {
-    /// A TCP port on 127.0.0.1 that nothing listens on right now.
+    /// Ports already handed out in this process: a test that stops and restarts its broker must not
+    /// find its port taken by another test's broker in the gap.
+    static let issued = Mutex<Set<Int>>([])
+
+    /// A TCP port on 127.0.0.1 that nothing listens on right now and no other test of this process got.
     public static func freePort() -> Int {
+        for _ in 0..<100 {
+            let p = anyFreePort()
+            if issued.withLock({ $0.insert(p).inserted }) { return p }
+        }
+        return anyFreePort()
+    }
+
+    static func anyFreePort() -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var addr = sockaddr_in()
@@ -81,6 +94,8 @@ public final class Broker: @unchecked Sendable {
         guard TestEnvironment.which("mosquitto") != nil else { throw TestError("mosquitto is not installed (make test installs it)") }
         port = TestEnvironment.freePort()
         dir = TestEnvironment.makeTempDir("broker")
+        // Started as root, mosquitto drops to its own user: it must be able to write its log here.
+        chmod(dir.path, 0o777)
         self.extraConfig = extraConfig
     }
 
@@ -115,7 +130,11 @@ public final class Broker: @unchecked Sendable {
                                  outputFile: dir.appendingPathComponent("stdout.log").path)
         process = p
         for _ in 0..<200 {
-            if TestEnvironment.canConnect(port: port) { return }
+            // Our own mosquitto must be the one that answers (not another test's listener).
+            if p.isRunning && TestEnvironment.canConnect(port: port) {
+                await TestEnvironment.sleep(0.05)
+                if p.isRunning { return }
+            }
             if !p.isRunning { break }
             await TestEnvironment.sleep(0.05)
         }
@@ -147,6 +166,7 @@ public final class SilentListener: @unchecked Sendable {
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = in_port_t(UInt16(TestEnvironment.freePort()).bigEndian)
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)
         let ok = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(sock, $0, len) } }
         guard ok == 0, listen(sock, 16) == 0 else { throw TestError("listen failed") }
