@@ -11,6 +11,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "switchyard", targets: ["switchyard"]),
+        .executable(name: "switchyard-bench", targets: ["switchyard-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -58,6 +59,13 @@ let package = Package(
         ], swiftSettings: strict),
         .executableTarget(name: "switchyard", dependencies: [
             "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
+
+        // Benchmarks: figures as ratios to raw libmosquitto measured in the same run (`swift run -c release switchyard-bench`).
+        .executableTarget(name: "switchyard-bench", dependencies: [
+            "SwitchyardCore", "SwitchyardMQTT", "SwitchyardTestSupport", "CMosquitto",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),

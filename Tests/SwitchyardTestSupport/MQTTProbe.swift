@@ -28,6 +28,7 @@ public final class MQTTProbe: @unchecked Sendable {
         guard let h = mosquitto_new(clientID, true, nil) else { throw TestError("mosquitto_new failed") }
         handle = h
         if protocolVersion == 5 { mosquitto_int_option(h, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5) }
+        mosquitto_int_option(h, MOSQ_OPT_TCP_NODELAY, 1)
         mosquitto_user_data_set(h, Unmanaged.passUnretained(self).toOpaque())
         mosquitto_connect_callback_set(h, ProbeCallbacks.onConnect)
         mosquitto_message_callback_set(h, ProbeCallbacks.onMessage)

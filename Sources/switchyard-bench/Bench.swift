@@ -1,0 +1,217 @@
+import ArgumentParser
+import Foundation
+import Logging
+import SwitchyardCore
+import SwitchyardMQTT
+import SwitchyardTestSupport
+
+/// Devices whose state the benchmark drives directly through the core.
+actor BenchAdapter: Adapter {
+    nonisolated let id = "bench"
+    let count: Int
+    var context: AdapterContext?
+    init(count: Int) { self.count = count }
+
+    func run(context: AdapterContext) async throws {
+        self.context = context
+        let devices = (0..<count).map {
+            DeviceDescriptor(id: "d\($0)", label: "Bench \($0)", configuredName: "d\($0)", category: .light,
+                             capabilities: [.state(), .brightness()])
+        }
+        await context.setDevices(devices, authoritative: true)
+        for d in devices { await context.update(d.id, ["state": "ON", "brightness": 0]) }
+        await context.setStatus(.running)
+        while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+    }
+    func perform(_ command: DeviceCommand, context: AdapterContext) async throws { await context.update(command.deviceID, command.fields) }
+    func refresh(deviceID: String, context: AdapterContext) async throws {}
+    func push(_ i: Int, brightness: Int) async { await context?.update("d\(i % count)", ["brightness": .number(Double(brightness))]) }
+    var ready: Bool { context != nil }
+}
+
+struct Figure: Encodable {
+    var scenario: String
+    var name: String
+    var value: Double
+    var unit: String
+    var ratio: Double?
+}
+
+@main
+struct SwitchyardBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "switchyard-bench",
+        abstract: "Measures the bridge against raw libmosquitto on a broker it starts itself (loopback).")
+
+    @Option(help: "Scenarios to run: publish, command-latency, startup, memory (default: all).")
+    var scenario: [String] = []
+    @Flag(help: "Print the figures as JSON.") var json = false
+    @Option(help: "State updates for the publish scenario.") var messages = 20_000
+    @Option(help: "Simulated devices for publish, startup and memory.") var devices = 1_000
+    @Option(help: "Commands for command-latency.") var commands = 2_000
+    @Option(help: "Seconds of command churn before reading memory.") var churnSeconds = 60.0
+
+    func run() async throws {
+        let all = ["publish", "command-latency", "startup", "memory"]
+        let chosen = scenario.isEmpty ? all : scenario
+        for s in chosen where !all.contains(s) { throw ValidationError("unknown scenario '\(s)' (known: \(all.joined(separator: ", ")))") }
+        let broker = try await Broker.start(extraConfig: "max_inflight_messages 100\nset_tcp_nodelay true")
+        defer { broker.stop() }
+        var figures: [Figure] = []
+        let payload = #"{"brightness":42,"state":"ON"}"#
+
+        // Baseline: raw libmosquitto, same payload size, QoS 1, retained, same topic count, same broker.
+        let rawRate = try await rawPublishRate(port: broker.port, count: messages, topics: devices, payload: payload)
+        figures.append(Figure(scenario: "baseline", name: "raw libmosquitto QoS1 retained publish→subscriber", value: rawRate, unit: "msg/s"))
+
+        if chosen.contains("publish") {
+            var delivered = 0
+            let rate = try await bridgePublishRate(port: broker.port, delivered: &delivered)
+            figures.append(Figure(scenario: "publish", name: "bridge state updates→subscriber (final values)", value: rate, unit: "upd/s",
+                                  ratio: rate / rawRate))
+            figures.append(Figure(scenario: "publish", name: "messages delivered for \(messages) updates (coalesced)", value: Double(delivered), unit: "msgs"))
+        }
+        if chosen.contains("command-latency") {
+            let (p50, p99, max) = try await commandLatency(port: broker.port)
+            figures.append(Figure(scenario: "command-latency", name: "virtual /set → state p50", value: p50, unit: "ms"))
+            figures.append(Figure(scenario: "command-latency", name: "virtual /set → state p99", value: p99, unit: "ms"))
+            figures.append(Figure(scenario: "command-latency", name: "virtual /set → state max", value: max, unit: "ms"))
+        }
+        if chosen.contains("startup") || chosen.contains("memory") {
+            figures += try await processFigures(port: broker.port, startup: chosen.contains("startup"), memory: chosen.contains("memory"))
+        }
+        report(figures)
+    }
+
+    func report(_ figures: [Figure]) {
+        if json {
+            let enc = JSONEncoder()
+            enc.outputFormatting = [.prettyPrinted, .sortedKeys]
+            print(String(decoding: try! enc.encode(figures), as: UTF8.self))
+            return
+        }
+        for f in figures {
+            let ratio = f.ratio.map { String(format: "   ratio to raw: %.2f", $0) } ?? ""
+            func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : s + String(repeating: " ", count: n - s.count) }
+            let value = String(format: "%.2f", f.value)
+            print(pad(f.scenario, 16) + pad(f.name, 56) + String(repeating: " ", count: max(0, 12 - value.count)) + value + " " + pad(f.unit, 6) + ratio)
+        }
+    }
+
+    func rawPublishRate(port: Int, count: Int, topics: Int, payload: String) async throws -> Double {
+        let sub = try await CountingSubscriber(port: port, filters: ["raw/#"])
+        defer { sub.close() }
+        let start = Date()
+        try await RawPublisher.publish(port: port, topics: (0..<topics).map { "raw/d\($0)" }, payloads: Array(repeating: payload, count: count),
+                                       qos: 1, retain: true)
+        guard await sub.waitForCount(count, timeout: 120) else { throw BenchError("raw: only \(sub.count) of \(count) arrived") }
+        return Double(count) / sub.lastAt.timeIntervalSince(start)
+    }
+
+    func makeBridge(port: Int, base: String, adapter: BenchAdapter) async -> (MosquittoTransport, BridgeEngine, Task<Void, Never>) {
+        var logger = Logger(label: "bench")
+        logger.logLevel = .error
+        let transport = MosquittoTransport(settings: MQTTSettings(port: port, clientID: "bench-\(base)", stateTopic: "\(base)/bridge/state",
+                                                                  maxEvents: 100_000), logger: logger)
+        let engine = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: base), discovery: false, version: "bench",
+                                                           healthInterval: 3600), transport: transport, logger: logger)
+        transport.start()
+        await engine.start(adapters: [adapter])
+        return (transport, engine, Task { await engine.run() })
+    }
+
+    func bridgePublishRate(port: Int, delivered: inout Int) async throws -> Double {
+        let base = "bench\(UUID().uuidString.prefix(4).lowercased())"
+        let adapter = BenchAdapter(count: devices)
+        let sub = try await CountingSubscriber(port: port, filters: ["\(base)/bench/+"], trackTopics: true)
+        defer { sub.close() }
+        let (transport, engine, task) = await makeBridge(port: port, base: base, adapter: adapter)
+        guard await sub.waitForTopics(devices, timeout: 60) else { throw BenchError("publish: initial states missing") }
+        let before = sub.count
+        var final: [String: String] = [:]
+        let start = Date()
+        for i in 0..<messages {
+            let value = 1 + (i / devices) % 99
+            await adapter.push(i, brightness: value)
+            final["\(base)/bench/d\(i % devices)"] = "\"brightness\":\(value),"
+        }
+        // The retained outbox keeps only the latest value per topic, so a burst may deliver fewer
+        // messages than updates; the figure is updates per second until every final value arrived.
+        guard await sub.waitForFinal(final, timeout: 120) else { throw BenchError("publish: final states did not all arrive") }
+        let rate = Double(messages) / Date().timeIntervalSince(start)
+        delivered = sub.count - before
+        task.cancel()
+        await engine.shutdown()
+        await transport.stop(timeout: 2)
+        return rate
+    }
+
+    func commandLatency(port: Int) async throws -> (Double, Double, Double) {
+        let base = "lat\(UUID().uuidString.prefix(4).lowercased())"
+        let adapter = BenchAdapter(count: 1)
+        let (transport, engine, task) = await makeBridge(port: port, base: base, adapter: adapter)
+        let sub = try await CountingSubscriber(port: port, filters: ["\(base)/bench/d0"])
+        defer { sub.close() }
+        let pub = try await MQTTProbe.connect(port: port)
+        defer { pub.close() }
+        var samples: [Double] = []
+        for i in 0..<commands {
+            let value = 1 + i % 99
+            let waiter = await sub.expect(topic: "\(base)/bench/d0", containing: "\"brightness\":\(value),", timeout: 5)
+            let t0 = DispatchTime.now().uptimeNanoseconds
+            pub.publish("\(base)/bench/d0/set", #"{"brightness": \#(value)}"#)
+            guard await waiter.value else { throw BenchError("command \(i) got no state") }
+            samples.append(Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e6)
+            try await Task.sleep(for: .milliseconds(1))   // spaced out: no coalescing
+        }
+        task.cancel()
+        await engine.shutdown()
+        await transport.stop(timeout: 2)
+        samples.sort()
+        func pct(_ p: Double) -> Double { samples[min(samples.count - 1, Int(Double(samples.count) * p))] }
+        return (pct(0.5), pct(0.99), samples.last ?? 0)
+    }
+
+    /// The real `switchyard` process with `devices` virtual lights: start-up time and memory.
+    func processFigures(port: Int, startup: Bool, memory: Bool) async throws -> [Figure] {
+        guard let bin = TestEnvironment.switchyardBinary() else { throw BenchError("switchyard executable not found next to switchyard-bench") }
+        let base = "proc\(UUID().uuidString.prefix(4).lowercased())"
+        let dir = TestEnvironment.makeTempDir("bench")
+        var yaml = "log: {level: error}\nmqtt:\n  url: mqtt://127.0.0.1:\(port)\n  base_topic: \(base)\nhomeassistant: {discovery: true}\nvirtual:\n  devices:\n"
+        for i in 0..<devices { yaml += "    - {name: l\(i), type: light}\n" }
+        let config = dir.appendingPathComponent("config.yaml").path
+        try yaml.write(toFile: config, atomically: true, encoding: .utf8)
+        let sub = try await CountingSubscriber(port: port, filters: ["\(base)/virtual/+"], trackTopics: true)
+        defer { sub.close() }
+        let start = Date()
+        let child = try ChildProcess(path: bin, arguments: ["run", "-c", config], outputFile: dir.appendingPathComponent("out.log").path)
+        defer { child.terminateAndReap() }
+        guard await sub.waitForTopics(devices, timeout: 60) else { throw BenchError("startup: only \(sub.distinctTopics) states") }
+        var out: [Figure] = []
+        if startup {
+            out.append(Figure(scenario: "startup", name: "process start → \(devices) retained states", value: sub.lastAt.timeIntervalSince(start) * 1000, unit: "ms"))
+        }
+        if memory {
+            let pub = try await MQTTProbe.connect(port: port)
+            defer { pub.close() }
+            let end = Date().addingTimeInterval(churnSeconds)
+            var i = 0
+            while Date() < end {
+                pub.publish("\(base)/virtual/l\(i % devices)/set", #"{"brightness": \#(1 + i % 99)}"#)
+                i += 1
+                if i % 50 == 0 { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            try await Task.sleep(for: .seconds(1))
+            let status = (try? String(contentsOfFile: "/proc/\(child.pid)/status", encoding: .utf8)) ?? ""
+            func kb(_ key: String) -> Double {
+                for line in status.split(separator: "\n") where line.hasPrefix(key) {
+                    return Double(line.split(separator: " ", omittingEmptySubsequences: true)[1]) ?? 0
+                }
+                return 0
+            }
+            out.append(Figure(scenario: "memory", name: "VmHWM after \(Int(churnSeconds)) s churn (\(i) commands)", value: kb("VmHWM:") / 1024, unit: "MB"))
+            out.append(Figure(scenario: "memory", name: "VmRSS steady", value: kb("VmRSS:") / 1024, unit: "MB"))
+        }
+        return out
+    }
+}

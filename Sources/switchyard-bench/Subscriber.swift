@@ -1,0 +1,168 @@
+import CMosquitto
+import Foundation
+import Synchronization
+
+/// A plain libmosquitto subscriber that counts messages and can wake a waiter on a matching payload.
+final class CountingSubscriber: @unchecked Sendable {
+    struct State {
+        var count = 0
+        var lastAt = Date()
+        var topics: [String: String] = [:]   // topic -> last payload (when tracking)
+        var waiter: (topic: String, needle: String, continuation: CheckedContinuation<Bool, Never>)?
+        var trackTopics = false
+    }
+
+    static let initialised: Bool = {
+        mosquitto_lib_init()
+        return true
+    }()
+
+    let handle: OpaquePointer
+    let state = Mutex(State())
+    let connected = Atomic<Bool>(false)
+    let subacks = Atomic<Int>(0)
+
+    init(port: Int, filters: [String], trackTopics: Bool = false) async throws {
+        _ = Self.initialised
+        guard let h = mosquitto_new("bench-sub-\(UUID().uuidString.prefix(6))", true, nil) else { throw BenchError("mosquitto_new") }
+        handle = h
+        state.withLock { $0.trackTopics = trackTopics }
+        mosquitto_int_option(h, MOSQ_OPT_RECEIVE_MAXIMUM, 1000)
+        mosquitto_int_option(h, MOSQ_OPT_TCP_NODELAY, 1)
+        mosquitto_user_data_set(h, Unmanaged.passUnretained(self).toOpaque())
+        mosquitto_connect_callback_set(h, SubscriberCallbacks.onConnect)
+        mosquitto_subscribe_callback_set(h, SubscriberCallbacks.onSubscribe)
+        mosquitto_message_callback_set(h, SubscriberCallbacks.onMessage)
+        mosquitto_loop_start(h)
+        mosquitto_connect_async(h, "127.0.0.1", Int32(port), 60)
+        for _ in 0..<500 where !connected.load(ordering: .relaxed) { try await Task.sleep(for: .milliseconds(10)) }
+        guard connected.load(ordering: .relaxed) else { throw BenchError("subscriber could not connect") }
+        for f in filters { mosquitto_subscribe(h, nil, f, 1) }
+        for _ in 0..<500 where subacks.load(ordering: .relaxed) < filters.count { try await Task.sleep(for: .milliseconds(10)) }
+    }
+
+    func close() {
+        mosquitto_disconnect(handle)
+        mosquitto_loop_stop(handle, false)
+        mosquitto_destroy(handle)
+    }
+
+    var count: Int { state.withLock { $0.count } }
+    var lastAt: Date { state.withLock { $0.lastAt } }
+    var distinctTopics: Int { state.withLock { $0.topics.count } }
+    func lastPayload(_ topic: String) -> String? { state.withLock { $0.topics[topic] } }
+
+    /// Waits until every topic's last payload satisfies `done` (at most `timeout` s).
+    func waitForFinal(_ expected: [String: String], timeout: Double) async -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let ok = state.withLock { s in expected.allSatisfy { s.topics[$0.key]?.contains($0.value) == true } }
+            if ok { return true }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        return false
+    }
+
+    /// Waits until `count` reaches `target` (at most `timeout` s); returns whether it did.
+    func waitForCount(_ target: Int, timeout: Double) async -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if count >= target { return true }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        return false
+    }
+
+    func waitForTopics(_ target: Int, timeout: Double) async -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if distinctTopics >= target { return true }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        return false
+    }
+
+    /// Arms a waiter for a message on `topic` whose payload contains `needle`; call before causing it,
+    /// then `await` the returned task: true when it arrived, false after `timeout` seconds.
+    func expect(topic: String, containing needle: String, timeout: Double) async -> Task<Bool, Never> {
+        let armed = Atomic<Bool>(false)
+        let task = Task {
+            await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+                state.withLock { $0.waiter = (topic, needle, c) }
+                armed.store(true, ordering: .releasing)
+            }
+        }
+        while !armed.load(ordering: .acquiring) { await Task.yield() }
+        Task {
+            try? await Task.sleep(for: .seconds(timeout))
+            state.withLock { s -> CheckedContinuation<Bool, Never>? in
+                guard let w = s.waiter, w.topic == topic, w.needle == needle else { return nil }
+                s.waiter = nil
+                return w.continuation
+            }?.resume(returning: false)
+        }
+        return task
+    }
+
+    func received(topic: String, payload: String) {
+        let c = state.withLock { s -> CheckedContinuation<Bool, Never>? in
+            s.count += 1
+            s.lastAt = Date()
+            if s.trackTopics { s.topics[topic] = payload }
+            if let w = s.waiter, w.topic == topic, payload.contains(w.needle) {
+                s.waiter = nil
+                return w.continuation
+            }
+            return nil
+        }
+        c?.resume(returning: true)
+    }
+}
+
+enum SubscriberCallbacks {
+    static let onConnect: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32) -> Void = { _, obj, rc in
+        guard let obj, rc == 0 else { return }
+        Unmanaged<CountingSubscriber>.fromOpaque(obj).takeUnretainedValue().connected.store(true, ordering: .relaxed)
+    }
+    static let onSubscribe: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32, Int32, UnsafePointer<Int32>?) -> Void = { _, obj, _, _, _ in
+        guard let obj else { return }
+        Unmanaged<CountingSubscriber>.fromOpaque(obj).takeUnretainedValue().subacks.add(1, ordering: .relaxed)
+    }
+    static let onMessage: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, UnsafePointer<mosquitto_message>?) -> Void = { _, obj, msg in
+        guard let obj, let msg else { return }
+        let m = msg.pointee
+        let payload = m.payloadlen > 0 ? String(decoding: UnsafeRawBufferPointer(start: m.payload, count: Int(m.payloadlen)), as: UTF8.self) : ""
+        Unmanaged<CountingSubscriber>.fromOpaque(obj).takeUnretainedValue().received(topic: String(cString: m.topic), payload: payload)
+    }
+}
+
+/// Raw libmosquitto publishing: the baseline every bridge figure is divided by.
+enum RawPublisher {
+    static func publish(port: Int, topics: [String], payloads: [String], qos: Int32, retain: Bool) async throws {
+        _ = CountingSubscriber.initialised
+        guard let h = mosquitto_new("bench-raw-\(UUID().uuidString.prefix(6))", true, nil) else { throw BenchError("mosquitto_new") }
+        mosquitto_int_option(h, MOSQ_OPT_SEND_MAXIMUM, 100)
+        mosquitto_int_option(h, MOSQ_OPT_TCP_NODELAY, 1)
+        mosquitto_loop_start(h)
+        guard mosquitto_connect(h, "127.0.0.1", Int32(port), 60) == MOSQ_ERR_SUCCESS.rawValue else { throw BenchError("raw connect") }
+        for (i, p) in payloads.enumerated() {
+            let bytes = Array(p.utf8)
+            _ = bytes.withUnsafeBytes { b in
+                mosquitto_publish(h, nil, topics[i % topics.count], Int32(b.count), b.baseAddress, qos, retain)
+            }
+        }
+        // Let the loop thread drain before tearing down; the subscriber's count is the measure.
+        try await Task.sleep(for: .milliseconds(50))
+        Task.detached {
+            try? await Task.sleep(for: .seconds(30))
+            mosquitto_disconnect(h)
+            mosquitto_loop_stop(h, false)
+            mosquitto_destroy(h)
+        }
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}

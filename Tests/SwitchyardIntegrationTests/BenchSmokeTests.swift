@@ -1,0 +1,24 @@
+import Foundation
+import Testing
+import SwitchyardCore
+import SwitchyardTestSupport
+
+/// Runs every benchmark scenario at a tiny size: proves the command works. No timing is asserted.
+@Suite struct BenchSmokeTests {
+    @Test func everyScenarioRunsAndPrintsItsFigures() async throws {
+        guard let sy = TestEnvironment.switchyardBinary() else { throw TestError("switchyard executable not found") }
+        let bench = URL(fileURLWithPath: sy).deletingLastPathComponent().appendingPathComponent("switchyard-bench").path
+        let out = TestEnvironment.makeTempDir("bench-smoke").appendingPathComponent("out.json").path
+        let child = try ChildProcess(path: bench, arguments: ["--json", "--messages", "300", "--devices", "20", "--commands", "20",
+                                                              "--churn-seconds", "0.5"], outputFile: out)
+        let status = await child.wait(timeout: 120)
+        let text = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+        #expect(status == 0, "\(text)")
+        let json = try JSONValue.parse(String(text[text.firstIndex(of: "[")!...]))
+        guard case .array(let figures) = json else { Issue.record("not a list: \(text)"); return }
+        let scenarios = Set(figures.compactMap { $0["scenario"]?.stringValue })
+        #expect(scenarios == ["baseline", "publish", "command-latency", "startup", "memory"])
+        for f in figures { #expect((f["value"]?.doubleValue ?? 0) > 0, "\(f.serialized)") }
+        #expect(figures.contains { $0["scenario"] == "publish" && ($0["ratio"]?.doubleValue ?? 0) > 0 })
+    }
+}
