@@ -102,8 +102,9 @@ struct SwitchyardBench: AsyncParsableCommand {
         let sub = try await CountingSubscriber(port: port, filters: ["raw/#"])
         defer { sub.close() }
         let start = Date()
-        try await RawPublisher.publish(port: port, topics: (0..<topics).map { "raw/d\($0)" }, payloads: Array(repeating: payload, count: count),
-                                       qos: 1, retain: true)
+        let raw = try RawPublisher.publish(port: port, topics: (0..<topics).map { "raw/d\($0)" }, payloads: Array(repeating: payload, count: count),
+                                           qos: 1, retain: true)
+        defer { raw.close() }
         guard await sub.waitForCount(count, timeout: 120) else { throw BenchError("raw: only \(sub.count) of \(count) arrived") }
         return Double(count) / sub.lastAt.timeIntervalSince(start)
     }

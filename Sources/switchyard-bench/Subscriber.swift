@@ -52,34 +52,27 @@ final class CountingSubscriber: @unchecked Sendable {
     var distinctTopics: Int { state.withLock { $0.topics.count } }
     func lastPayload(_ topic: String) -> String? { state.withLock { $0.topics[topic] } }
 
-    /// Waits until every topic's last payload satisfies `done` (at most `timeout` s).
-    func waitForFinal(_ expected: [String: String], timeout: Double) async -> Bool {
+    /// Polls `condition` every 2 ms until it holds (true) or `timeout` seconds pass (false).
+    func waitUntil(timeout: Double, _ condition: (State) -> Bool) async -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
-            let ok = state.withLock { s in expected.allSatisfy { s.topics[$0.key]?.contains($0.value) == true } }
-            if ok { return true }
+            if state.withLock({ condition($0) }) { return true }
             try? await Task.sleep(for: .milliseconds(2))
         }
         return false
     }
 
-    /// Waits until `count` reaches `target` (at most `timeout` s); returns whether it did.
+    /// Every topic's last payload contains its expected text.
+    func waitForFinal(_ expected: [String: String], timeout: Double) async -> Bool {
+        await waitUntil(timeout: timeout) { s in expected.allSatisfy { s.topics[$0.key]?.contains($0.value) == true } }
+    }
+
     func waitForCount(_ target: Int, timeout: Double) async -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if count >= target { return true }
-            try? await Task.sleep(for: .milliseconds(2))
-        }
-        return false
+        await waitUntil(timeout: timeout) { $0.count >= target }
     }
 
     func waitForTopics(_ target: Int, timeout: Double) async -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if distinctTopics >= target { return true }
-            try? await Task.sleep(for: .milliseconds(2))
-        }
-        return false
+        await waitUntil(timeout: timeout) { $0.topics.count >= target }
     }
 
     /// Arms a waiter for a message on `topic` whose payload contains `needle`; call before causing it,
@@ -138,7 +131,9 @@ enum SubscriberCallbacks {
 
 /// Raw libmosquitto publishing: the baseline every bridge figure is divided by.
 enum RawPublisher {
-    static func publish(port: Int, topics: [String], payloads: [String], qos: Int32, retain: Bool) async throws {
+    /// Publishes every payload (round-robin over `topics`) and returns the client; the caller closes it
+    /// once the subscriber has counted everything, so nothing is cut off in flight.
+    static func publish(port: Int, topics: [String], payloads: [String], qos: Int32, retain: Bool) throws -> RawClient {
         _ = CountingSubscriber.initialised
         guard let h = mosquitto_new("bench-raw-\(UUID().uuidString.prefix(6))", true, nil) else { throw BenchError("mosquitto_new") }
         mosquitto_int_option(h, MOSQ_OPT_SEND_MAXIMUM, 100)
@@ -151,14 +146,17 @@ enum RawPublisher {
                 mosquitto_publish(h, nil, topics[i % topics.count], Int32(b.count), b.baseAddress, qos, retain)
             }
         }
-        // Let the loop thread drain before tearing down; the subscriber's count is the measure.
-        try await Task.sleep(for: .milliseconds(50))
-        Task.detached {
-            try? await Task.sleep(for: .seconds(30))
-            mosquitto_disconnect(h)
-            mosquitto_loop_stop(h, false)
-            mosquitto_destroy(h)
-        }
+        return RawClient(handle: h)
+    }
+}
+
+final class RawClient: @unchecked Sendable {
+    let handle: OpaquePointer
+    init(handle: OpaquePointer) { self.handle = handle }
+    func close() {
+        mosquitto_disconnect(handle)
+        mosquitto_loop_stop(handle, false)
+        mosquitto_destroy(handle)
     }
 }
 
