@@ -49,16 +49,18 @@ let package = Package(
         .target(name: "SwitchyardSimulators", dependencies: [
             .product(name: "FlyingFox", package: "FlyingFox"),
         ], swiftSettings: strict),
+        // LIFX lights, groups, locations and scenes over the LIFX cloud HTTP API.
+        .target(name: "LIFXAdapter", dependencies: ["SwitchyardCore", "SwitchyardHTTP"], swiftSettings: strict),
         // In-memory devices: for trying the bridge (`switchyard demo`) and for process-level tests.
         .target(name: "VirtualAdapter", dependencies: ["SwitchyardCore"], swiftSettings: strict),
         // Wiring: config -> transport + engine + adapters as Services under one ServiceGroup.
         .target(name: "SwitchyardRuntime", dependencies: [
-            "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardHTTP", "VirtualAdapter",
+            "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardHTTP", "VirtualAdapter", "LIFXAdapter",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strict),
         .executableTarget(name: "switchyard", dependencies: [
-            "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore",
+            "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore", "SwitchyardSimulators",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),

@@ -162,6 +162,16 @@ final class ConfigReader {
             return seq.enumerated().map { i, item in Section(reader: reader, path: "\(key(k))[\(i)]", node: item) }
         }
 
+        /// A mapping of plain string keys to single values (`names: {id: name}`), with each value's mark.
+        func stringMap(_ k: String) -> [(key: String, value: String, mark: Mark?)] {
+            let m = section(k)
+            var out: [(key: String, value: String, mark: Mark?)] = []
+            for e in m.entries {
+                if let (v, mark) = m.scalar(e.key) { out.append((e.key, v, mark)) }
+            }
+            return out
+        }
+
         /// A secret: `<k>` (with `${ENV}`) or `<k>_file` (read from that file), never both.
         func secret(_ k: String) -> String? {
             let fileKey = "\(k)_file"

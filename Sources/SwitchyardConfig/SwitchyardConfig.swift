@@ -68,6 +68,20 @@ public struct SwitchyardConfig: Sendable, Equatable {
         }
     }
 
+    /// `lifx:` (the LIFX cloud API). Present without a token = the adapter runs disabled, saying why.
+    public struct LIFX: Sendable, Equatable {
+        public var token: String?
+        public var apiURL = "https://api.lifx.com/v1"
+        public var pollInterval = 30.0
+        public var defaultTransition = 0.5
+        public var minInterval = 0.5
+        public var groups = true
+        public var locations = true
+        /// Light id → friendly name.
+        public var names: [String: String] = [:]
+        public init() {}
+    }
+
     public var file = "config.yaml"
     public var stateDir = "/var/lib/switchyard"
     public var log = Log()
@@ -75,6 +89,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
     public var homeassistant = HomeAssistant()
     public var healthInterval = 60.0
     public var virtual: Virtual?
+    public var lifx: LIFX?
     /// Every secret value read (for leak checks in tests); never printed.
     public var secretValues: [String] = []
 
@@ -146,10 +161,46 @@ public struct SwitchyardConfig: Sendable, Equatable {
             v.finish()
             c.virtual = virtual
         }
+        if top.has("lifx") { c.lifx = readLIFX(top.section("lifx")) }
         top.finish()
         c.secretValues = reader.secrets
         if !reader.problems.isEmpty { throw ConfigErrors(problems: reader.problems) }
         return c
+    }
+
+    static func readLIFX(_ s: ConfigReader.Section) -> LIFX {
+        var l = LIFX()
+        l.token = s.secret("token")
+        if let (url, mark) = s.scalar("api_url") {
+            if let comps = URLComponents(string: url), let scheme = comps.scheme?.lowercased(), let host = comps.host, !host.isEmpty,
+               scheme == "https" || (scheme == "http" && ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host)) {
+                l.apiURL = url.hasSuffix("/") ? String(url.dropLast()) : url
+            } else {
+                s.reader.problem(mark, s.key("api_url"),
+                                 "expected an https:// URL (http:// only for a loopback simulator, the token must not travel in clear), got '\(url)'")
+            }
+        }
+        l.pollInterval = s.double("poll_interval", 30, min: 2, max: 86_400)
+        l.defaultTransition = s.double("default_transition", 0.5, min: 0, max: 3600)
+        l.minInterval = s.double("min_interval", 0.5, min: 0, max: 60)
+        l.groups = s.bool("groups", true)
+        l.locations = s.bool("locations", true)
+        var seen: [String: String] = [:]
+        for (id, name, mark) in s.stringMap("names") {
+            let path = s.key("names.\(id)")
+            if id.count != 12 || !id.allSatisfy(\.isHexDigit) {
+                s.reader.problem(mark, path, "'\(id)' is not a LIFX light id (12 hex digits, e.g. d073d5014c49)")
+            }
+            if let p = Naming.problem(withName: name, reservedPrefixes: ["group/", "location/", "scene/"]) {
+                s.reader.problem(mark, path, p)
+            } else if let other = seen[name] {
+                s.reader.problem(mark, path, "name '\(name)' is already given to \(other)")
+            }
+            seen[name] = id
+            l.names[id.lowercased()] = name
+        }
+        s.finish()
+        return l
     }
 
     static func topicPrefix(_ s: ConfigReader.Section, _ key: String, _ def: String) -> String {
@@ -267,6 +318,12 @@ public struct SwitchyardConfig: Sendable, Equatable {
         if let virtual {
             o["virtual"] = ["sensor_interval": .number(virtual.sensorInterval),
                             "devices": .array(virtual.devices.map { ["name": .string($0.name), "label": .string($0.label), "type": .string($0.type)] })]
+        }
+        if let lifx {
+            o["lifx"] = ["token": lifx.token == nil ? .null : "***", "api_url": .string(lifx.apiURL),
+                         "poll_interval": .number(lifx.pollInterval), "default_transition": .number(lifx.defaultTransition),
+                         "min_interval": .number(lifx.minInterval), "groups": .bool(lifx.groups), "locations": .bool(lifx.locations),
+                         "names": .object(lifx.names.mapValues(JSONValue.string))]
         }
         return .object(o)
     }

@@ -10,6 +10,11 @@ public protocol Adapter: Sendable {
     func run(context: AdapterContext) async throws
     /// Carries out a validated command. Throw `AdapterError` with a message a user can act on.
     func perform(_ command: DeviceCommand, context: AdapterContext) async throws
+    /// Takes a command in, in arrival order, and returns what to wait on for its outcome. The core
+    /// calls this for every command and waits for the outcome off its queue, so an adapter that queues
+    /// and merges requests (LIFX) sees the next command while the previous one is still on the wire.
+    /// The default carries the command out at once with `perform`.
+    func accept(_ command: DeviceCommand, context: AdapterContext) async throws -> PendingCommand
     /// Re-reads one device from upstream now (`/get`).
     func refresh(deviceID: String, context: AdapterContext) async throws
     /// Re-lists every device now (`bridge/request/devices/refresh`).
@@ -18,8 +23,19 @@ public protocol Adapter: Sendable {
     func request(path: String, payload: JSONValue, context: AdapterContext) async throws -> JSONValue?
 }
 
+/// The outcome of an accepted command, still to come.
+public struct PendingCommand: Sendable {
+    public let wait: @Sendable () async throws -> Void
+    public init(_ wait: @escaping @Sendable () async throws -> Void) { self.wait = wait }
+    public static let done = PendingCommand {}
+}
+
 extension Adapter {
     public var reservedPrefixes: [String] { [] }
+    public func accept(_ command: DeviceCommand, context: AdapterContext) async throws -> PendingCommand {
+        try await perform(command, context: context)
+        return .done
+    }
     public func refreshAll(context: AdapterContext) async throws {}
     public func request(path: String, payload: JSONValue, context: AdapterContext) async throws -> JSONValue? { nil }
 }
@@ -51,6 +67,10 @@ public struct AdapterContext: Sendable {
     /// A warning or error a user should see on bridge/log.
     public func log(_ level: BridgeLogLevel, _ message: String, deviceID: String? = nil) async {
         await engine.adapterLog(adapterID, level, message, deviceID: deviceID)
+    }
+    /// Adapter figures merged into this adapter's entry in bridge/health (rate budget, queue depth).
+    public func setMetrics(_ metrics: [String: JSONValue]) async {
+        await engine.setMetrics(adapterID, metrics)
     }
     public func event(_ type: String, _ data: [String: JSONValue]) async {
         await engine.publishEvent(type, data)

@@ -58,6 +58,7 @@ public actor BridgeEngine {
         var errors = 0
         var lastError: String?
         var lastOK: Date?
+        var metrics: [String: JSONValue] = [:]
         init(adapter: any Adapter) { self.adapter = adapter }
     }
 
@@ -269,7 +270,8 @@ public actor BridgeEngine {
 
     func handleSet(adapter: String, device: String, field: String?, message m: InboundMessage) {
         let parsed: CommandParser.Parsed
-        switch CommandParser.read(payload: m.payload, field: field) {
+        let known = slots[adapter].flatMap { s in s.byName[device].flatMap { s.devices[$0]?.descriptor } }
+        switch CommandParser.read(payload: m.payload, field: field, bareWords: known?.bareCommands ?? CommandParser.stateWords) {
         case .success(let p): parsed = p
         case .failure(let f):
             reportError(f.message, topic: m.topic, transaction: f.transaction,
@@ -308,12 +310,19 @@ public actor BridgeEngine {
         switch work {
         case .command(let cmd, let topic, let transaction):
             do {
-                try await adapter.perform(cmd, context: context)
-                if let transaction, let rt = resultTopic(adapter.id, cmd.deviceID) {
-                    transport.publish(rt, json: ["transaction": transaction, "status": "ok"], qos: 1, retain: false)
+                // Accepted in arrival order; the outcome is awaited off the queue so the adapter can merge
+                // the commands that follow while this one is on the wire.
+                let pending = try await adapter.accept(cmd, context: context)
+                Task { [weak self] in
+                    do {
+                        try await pending.wait()
+                        await self?.commandDone(adapter.id, cmd.deviceID, transaction: transaction)
+                    } catch {
+                        await self?.commandFailed(adapter.id, cmd.deviceID, error, topic: topic, transaction: transaction)
+                    }
                 }
             } catch {
-                reportError(Self.message(of: error), topic: topic, transaction: transaction, resultTopic: resultTopic(adapter.id, cmd.deviceID))
+                commandFailed(adapter.id, cmd.deviceID, error, topic: topic, transaction: transaction)
             }
         case .refresh(let deviceID, let topic):
             do {
@@ -323,6 +332,16 @@ public actor BridgeEngine {
                 reportError(Self.message(of: error), topic: topic, transaction: nil, resultTopic: nil)
             }
         }
+    }
+
+    func commandDone(_ adapterID: String, _ deviceID: String, transaction: JSONValue?) {
+        if let transaction, let rt = resultTopic(adapterID, deviceID) {
+            transport.publish(rt, json: ["transaction": transaction, "status": "ok"], qos: 1, retain: false)
+        }
+    }
+
+    func commandFailed(_ adapterID: String, _ deviceID: String, _ error: any Error, topic: String, transaction: JSONValue?) {
+        reportError(Self.message(of: error), topic: topic, transaction: transaction, resultTopic: resultTopic(adapterID, deviceID))
     }
 
     func resultTopic(_ adapter: String, _ deviceID: String) -> String? {
@@ -539,6 +558,10 @@ public actor BridgeEngine {
         if let error { slot.errors += 1; slot.lastError = error } else { slot.lastOK = Date() }
     }
 
+    func setMetrics(_ adapterID: String, _ metrics: [String: JSONValue]) {
+        slots[adapterID]?.metrics = metrics
+    }
+
     func adapterLog(_ adapterID: String, _ level: BridgeLogLevel, _ message: String, deviceID: String?) {
         var topic: String?
         if let deviceID, let rec = slots[adapterID]?.devices[deviceID] { topic = scheme.device(adapter: adapterID, name: rec.name) }
@@ -654,12 +677,14 @@ public actor BridgeEngine {
         var adapters: [String: JSONValue] = [:]
         for id in slotOrder {
             let slot = slots[id]!
-            adapters[id] = [
-                "status": .string(slot.status.description), "devices": JSONValue(slot.devices.count),
-                "requests": JSONValue(slot.requests), "errors": JSONValue(slot.errors),
-                "last_error": slot.lastError.map(JSONValue.string) ?? .null,
-                "last_ok": slot.lastOK.map { .string(Timestamp.rfc3339($0)) } ?? .null,
-            ]
+            var entry: [String: JSONValue] = slot.metrics
+            entry["status"] = .string(slot.status.description)
+            entry["devices"] = JSONValue(slot.devices.count)
+            entry["requests"] = JSONValue(slot.requests)
+            entry["errors"] = JSONValue(slot.errors)
+            entry["last_error"] = slot.lastError.map(JSONValue.string) ?? .null
+            entry["last_ok"] = slot.lastOK.map { .string(Timestamp.rfc3339($0)) } ?? .null
+            adapters[id] = .object(entry)
         }
         let health: JSONValue = [
             "uptime": .number(Date().timeIntervalSince(startedAt).rounded()),

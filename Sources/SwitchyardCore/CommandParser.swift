@@ -13,26 +13,32 @@ public enum CommandParser {
         public var transaction: JSONValue?
     }
 
-    /// Reads the raw fields of a command: a JSON object, or bare ON/OFF/TOGGLE for `/set`;
-    /// a plain value (numbers and JSON literals parsed, anything else taken as a string) for `/set/<field>`.
-    public static func read(payload: [UInt8], field: String?) -> Result<Parsed, Failure> {
+    public static let stateWords: [String: [String: JSONValue]] = [
+        "ON": ["state": "ON"], "OFF": ["state": "OFF"], "TOGGLE": ["state": "TOGGLE"],
+    ]
+
+    /// Reads the raw fields of a command: a JSON object, or a bare word for `/set` (ON/OFF/TOGGLE, or
+    /// what the device declares in `bareWords`); a plain value (numbers and JSON literals parsed,
+    /// anything else taken as a string) for `/set/<field>`.
+    public static func read(payload: [UInt8], field: String?,
+                            bareWords: [String: [String: JSONValue]] = stateWords) -> Result<Parsed, Failure> {
         let text = String(decoding: payload, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         if let field {
             if text.isEmpty { return .failure(Failure(message: "empty payload for field '\(field)'")) }
             let value = (try? JSONValue.parse(text)) ?? .string(text)
             return .success(Parsed(fields: [field: value], transaction: nil))
         }
-        if text.isEmpty { return .failure(Failure(message: "empty payload: expected a JSON object or ON, OFF, TOGGLE")) }
-        let upper = text.uppercased()
-        if ["ON", "OFF", "TOGGLE"].contains(upper) { return .success(Parsed(fields: ["state": .string(upper)], transaction: nil)) }
+        let expected = bareWords.isEmpty ? "a JSON object" : "a JSON object or \(bareWords.keys.sorted().joined(separator: ", "))"
+        if text.isEmpty { return .failure(Failure(message: "empty payload: expected \(expected)")) }
+        if let fields = bareWords[text.uppercased()] { return .success(Parsed(fields: fields, transaction: nil)) }
         let value: JSONValue
         do {
             value = try JSONValue.parse(text)
         } catch {
-            return .failure(Failure(message: "malformed JSON: expected a JSON object or ON, OFF, TOGGLE, got '\(text.prefix(80))'"))
+            return .failure(Failure(message: "malformed JSON: expected \(expected), got '\(text.prefix(80))'"))
         }
         guard case .object(var o) = value else {
-            return .failure(Failure(message: "expected a JSON object or ON, OFF, TOGGLE, got \(value.serialized.prefix(80))"))
+            return .failure(Failure(message: "expected \(expected), got \(value.serialized.prefix(80))"))
         }
         let transaction = o.removeValue(forKey: "transaction")
         if o.isEmpty { return .failure(Failure(message: "no fields to set", transaction: transaction)) }

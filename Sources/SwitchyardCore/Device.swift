@@ -3,6 +3,8 @@ public enum DeviceCategory: String, Sendable, Equatable {
     case light
     case `switch`
     case sensor
+    /// A Home Assistant `scene`: activated by a bare word (`ACTIVATE`), no on/off state.
+    case scene
     /// No main entity: only the capabilities' own entities (sensors, buttons) are announced.
     case generic
 }
@@ -21,9 +23,13 @@ public struct DeviceDescriptor: Sendable, Equatable {
     public var manufacturer: String?
     public var category: DeviceCategory
     public var capabilities: [Capability]
+    /// Bare (non-JSON) payloads `/set` accepts and the fields each stands for. Devices with a `state`
+    /// field take ON, OFF and TOGGLE; a scene takes ACTIVATE.
+    public var bareCommands: [String: [String: JSONValue]]
 
     public init(id: String, label: String, configuredName: String? = nil, namespace: String = "", model: String? = nil,
-                manufacturer: String? = nil, category: DeviceCategory, capabilities: [Capability]) {
+                manufacturer: String? = nil, category: DeviceCategory, capabilities: [Capability],
+                bareCommands: [String: [String: JSONValue]]? = nil) {
         self.id = id
         self.label = label
         self.configuredName = configuredName
@@ -32,6 +38,7 @@ public struct DeviceDescriptor: Sendable, Equatable {
         self.manufacturer = manufacturer
         self.category = category
         self.capabilities = capabilities
+        self.bareCommands = bareCommands ?? (capabilities.contains { $0.name == "state" && $0.writable } ? CommandParser.stateWords : [:])
     }
 
     public func capability(_ name: String) -> Capability? { capabilities.first { $0.name == name } }

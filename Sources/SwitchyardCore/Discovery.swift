@@ -70,7 +70,7 @@ public struct DiscoveryBuilder: Sendable {
             if let ct = d.capability("color_temp"), case .integer(let lo, let hi) = ct.kind {
                 f["color_temp_kelvin"] = true; f["min_kelvin"] = JSONValue(lo); f["max_kelvin"] = JSONValue(hi)
             }
-            if let fx = d.capability("effect"), case .enumeration(let values) = fx.kind {
+            if let fx = d.capability("effect"), let values = Self.effectNames(fx) {
                 f["effect"] = true; f["effect_list"] = .array(values.map(JSONValue.string))
             }
             add("light", "light", main: true, f)
@@ -82,6 +82,11 @@ public struct DiscoveryBuilder: Sendable {
                 "state_on": "ON", "state_off": "OFF",
             ])
             consumed = ["state"]
+        case .scene:
+            var f: [String: JSONValue] = ["command_topic": .string(setTopic), "payload_on": "ACTIVATE"]
+            f["icon"] = "mdi:palette"
+            add("scene", "scene", main: true, f)
+            consumed = ["activate", "transition"]
         case .sensor, .generic:
             break
         }
@@ -140,6 +145,19 @@ public struct DiscoveryBuilder: Sendable {
             }
         }
         return out
+    }
+}
+
+extension DiscoveryBuilder {
+    /// Effect names: an enumeration, or the `name` member of an effect object (`{"name": "breathe", …}`).
+    static func effectNames(_ c: Capability) -> [String]? {
+        switch c.kind {
+        case .enumeration(let values): return values
+        case .object(let members, _):
+            if let n = members.first(where: { $0.name == "name" }), case .enumeration(let values) = n.kind { return values }
+            return nil
+        default: return nil
+        }
     }
 }
 

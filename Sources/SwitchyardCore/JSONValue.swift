@@ -18,6 +18,7 @@ public enum JSONValue: Sendable, Equatable, Hashable {
     public var objectValue: [String: JSONValue]? { if case .object(let o) = self { return o }; return nil }
     public var stringValue: String? { if case .string(let s) = self { return s }; return nil }
     public var doubleValue: Double? { if case .number(let n) = self { return n }; return nil }
+    public var arrayValue: [JSONValue]? { if case .array(let a) = self { return a }; return nil }
     public var boolValue: Bool? { if case .bool(let b) = self { return b }; return nil }
     public var isNull: Bool { if case .null = self { return true }; return false }
 

@@ -6,6 +6,7 @@ import SwitchyardConfig
 import SwitchyardCore
 import SwitchyardMQTT
 import UnixSignals
+import LIFXAdapter
 import VirtualAdapter
 
 public let switchyardVersion = "0.1.0"
@@ -38,7 +39,21 @@ public enum BridgeRuntime {
             out.append(VirtualAdapter(devices: v.devices.map { .init(name: $0.name, label: $0.label, type: $0.type) },
                                       sensorInterval: v.sensorInterval))
         }
+        if let l = c.lifx { out.append(LIFXAdapter(settings: lifxSettings(l))) }
         return out
+    }
+
+    public static func lifxSettings(_ l: SwitchyardConfig.LIFX) -> LIFXSettings {
+        var s = LIFXSettings()
+        s.token = l.token
+        s.apiURL = l.apiURL
+        s.pollInterval = l.pollInterval
+        s.defaultTransition = l.defaultTransition
+        s.minInterval = l.minInterval
+        s.groups = l.groups
+        s.locations = l.locations
+        s.names = l.names
+        return s
     }
 
     public static func info(_ c: SwitchyardConfig, restartRequired: [String] = []) -> JSONValue {
@@ -99,6 +114,7 @@ public enum BridgeRuntime {
         await engine.updateHealthInterval(new.healthInterval)
         var changedAdapters: Set<String> = []
         if new.virtual != old.virtual { changedAdapters.insert("virtual") }
+        if new.lifx != old.lifx { changedAdapters.insert("lifx") }
         await engine.replaceAdapters(adapters(new), restart: changedAdapters)
         current.value.withLock { $0 = new }
         await engine.setInfo(info(new, restartRequired: restart))

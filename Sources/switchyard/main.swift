@@ -4,6 +4,7 @@ import Logging
 import SwitchyardConfig
 import SwitchyardCore
 import SwitchyardRuntime
+import SwitchyardSimulators
 
 struct LogOptions: ParsableArguments {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (overrides log.level).")
@@ -98,11 +99,20 @@ struct Demo: AsyncParsableCommand {
             .init(name: "fan", label: "Fan", type: "switch"),
             .init(name: "outside", label: "Outside", type: "sensor"),
         ], sensorInterval: 10)
+        // A simulated LIFX cloud on loopback: five lights (one offline), four groups, a location, two scenes.
+        let lifx = try await LIFXCloudSimulator.start(token: "demo-token", lights: LIFXCloudSimulator.demoLights(),
+                                                      scenes: LIFXCloudSimulator.demoScenes())
+        var l = SwitchyardConfig.LIFX()
+        l.token = "demo-token"
+        l.apiURL = lifx.apiURL
+        l.pollInterval = 10
+        c.lifx = l
         let logger = try log.bootstrap(config: c)
         let b = baseTopic
         let p = port == 1883 ? "" : " -p \(port)"
         let banner = """
-        Switchyard demo: virtual devices on mqtt://\(host):\(port), base topic '\(b)'. Try, in another terminal:
+        Switchyard demo: virtual devices and a simulated LIFX cloud (\(lifx.apiURL)) on mqtt://\(host):\(port),
+        base topic '\(b)'. Try, in another terminal:
 
           mosquitto_sub\(p) -v -t '\(b)/#'
           mosquitto_pub\(p) -t \(b)/virtual/kitchen/set -m ON
@@ -113,11 +123,21 @@ struct Demo: AsyncParsableCommand {
           mosquitto_pub\(p) -t \(b)/virtual/kitchen/set -m '{"brightness": 150}'    # rejected: see \(b)/bridge/log
           mosquitto_pub\(p) -t \(b)/bridge/request/health_check -m '{"transaction": 7}'
 
+          mosquitto_pub\(p) -t \(b)/lifx/kitchen/set -m '{"brightness": 30, "color": "#ff8800", "transition": 2}'
+          mosquitto_pub\(p) -t \(b)/lifx/lounge_left/set -m '{"color": "blue saturation:0.5"}'
+          mosquitto_pub\(p) -t \(b)/lifx/group/lounge/set -m TOGGLE
+          mosquitto_pub\(p) -t \(b)/lifx/location/home/set -m '{"brightness_step": -10}'
+          mosquitto_pub\(p) -t \(b)/lifx/kitchen/set -m '{"effect": {"name": "breathe", "color": "red", "cycles": 3}}'
+          mosquitto_pub\(p) -t \(b)/lifx/scene/night_time/set -m ACTIVATE
+          mosquitto_pub\(p) -t \(b)/lifx/kitchen/set -m '{"color": "mauve"}'    # rejected before any request: see \(b)/bridge/log
+          mosquitto_pub\(p) -t \(b)/bridge/request/lifx/scenes -m ''
+
         Ctrl-C stops the bridge (it publishes 'offline' first).
 
 
         """
         FileHandle.standardOutput.write(Data(banner.utf8))   // unbuffered, also when piped
         try await BridgeRuntime.run(config: c, configPath: nil, logger: logger)
+        await lifx.stop()
     }
 }

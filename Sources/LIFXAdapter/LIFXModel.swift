@@ -1,0 +1,253 @@
+import Foundation
+import SwitchyardCore
+
+/// A reference to a LIFX group or location.
+struct LIFXRef: Sendable, Equatable, Hashable {
+    var id: String
+    var name: String
+}
+
+struct LIFXCaps: Sendable, Equatable {
+    var hasColor = true
+    var hasVariableColorTemp = true
+    var hasIR = false
+    var hasMultizone = false
+    var hasMatrix = false
+    var minKelvin = 2500
+    var maxKelvin = 9000
+}
+
+/// One light in the user's units, already rounded (TOPICS.md: brightness and saturation to 1 %, hue to
+/// 1°, kelvin to 1 K), so a poll returning 0.29999237 for 30 % compares equal and publishes nothing.
+struct LIFXLight: Sendable, Equatable {
+    var id: String
+    var label = ""
+    var connected = true
+    var on = false
+    var brightness = 100
+    var hue = 0
+    var saturation = 0
+    var kelvin = 3500
+    var group: LIFXRef?
+    var location: LIFXRef?
+    var model: String?
+    var caps = LIFXCaps()
+    var lastSeen: String?
+    var effect = "off"
+
+    /// The values a command can change (what a revert restores).
+    struct Values: Sendable, Equatable {
+        var on: Bool
+        var brightness: Int
+        var hue: Int
+        var saturation: Int
+        var kelvin: Int
+    }
+
+    var values: Values {
+        get { Values(on: on, brightness: brightness, hue: hue, saturation: saturation, kelvin: kelvin) }
+        set { on = newValue.on; brightness = newValue.brightness; hue = newValue.hue; saturation = newValue.saturation; kelvin = newValue.kelvin }
+    }
+
+    static func percent(_ v: Double) -> Int { Int((v * 100).rounded()) }
+    static func degrees(_ v: Double) -> Int { Int(v.rounded()) % 360 }
+
+    /// Parses one element of `GET /lights/:selector` (lifx.md §1.4); nil without an id.
+    static func parse(_ j: JSONValue) -> LIFXLight? {
+        guard case .string(let id) = j["id"], !id.isEmpty else { return nil }
+        var l = LIFXLight(id: id)
+        if case .string(let s) = j["label"] { l.label = s }
+        if case .bool(let b) = j["connected"] { l.connected = b }
+        if case .string(let p) = j["power"] { l.on = p == "on" }
+        if let b = j["brightness"]?.doubleValue { l.brightness = percent(b) }
+        if let c = j["color"] {
+            if let h = c["hue"]?.doubleValue { l.hue = degrees(h) }
+            if let s = c["saturation"]?.doubleValue { l.saturation = percent(s) }
+            if let k = c["kelvin"]?.doubleValue { l.kelvin = Int(k.rounded()) }
+        }
+        l.group = ref(j["group"])
+        l.location = ref(j["location"])
+        if case .string(let e) = j["effect"] { l.effect = e.lowercased() }
+        if case .string(let s) = j["last_seen"] { l.lastSeen = s }
+        if let p = j["product"] {
+            if case .string(let n) = p["name"] { l.model = n }
+            if let c = p["capabilities"] {
+                if case .bool(let v) = c["has_color"] { l.caps.hasColor = v }
+                if case .bool(let v) = c["has_variable_color_temp"] { l.caps.hasVariableColorTemp = v }
+                if case .bool(let v) = c["has_ir"] { l.caps.hasIR = v }
+                if case .bool(let v) = c["has_multizone"] { l.caps.hasMultizone = v }
+                if case .bool(let v) = c["has_matrix"] { l.caps.hasMatrix = v }
+                if let v = c["min_kelvin"]?.doubleValue { l.caps.minKelvin = Int(v) }
+                if let v = c["max_kelvin"]?.doubleValue { l.caps.maxKelvin = Int(v) }
+            }
+        }
+        return l
+    }
+
+    static func ref(_ j: JSONValue?) -> LIFXRef? {
+        guard let j, case .string(let id) = j["id"] else { return nil }
+        var name = id
+        if case .string(let n) = j["name"] { name = n }
+        return LIFXRef(id: id, name: name)
+    }
+
+    var colorMode: String { saturation == 0 ? "color_temp" : "hs" }
+
+    /// The retained state (TOPICS.md "State fields").
+    var fields: [String: JSONValue] {
+        var o: [String: JSONValue] = [
+            "state": on ? "ON" : "OFF", "brightness": JSONValue(brightness), "color_mode": .string(colorMode),
+            "color": ["h": JSONValue(hue), "s": JSONValue(saturation)], "color_temp": JSONValue(kelvin),
+            "label": .string(label), "connected": .bool(connected), "effect": .string(effect),
+            "capabilities": [
+                "color": .bool(caps.hasColor), "color_temp": .bool(caps.hasVariableColorTemp), "infrared": .bool(caps.hasIR),
+                "multizone": .bool(caps.hasMultizone), "matrix": .bool(caps.hasMatrix),
+                "min_kelvin": JSONValue(caps.minKelvin), "max_kelvin": JSONValue(caps.maxKelvin),
+            ],
+        ]
+        o["group"] = group.map { .string($0.name) } ?? .null
+        o["location"] = location.map { .string($0.name) } ?? .null
+        o["model"] = model.map(JSONValue.string) ?? .null
+        o["last_seen"] = lastSeen.map(JSONValue.string) ?? .null
+        return o
+    }
+
+    /// Applies a set in wire units (what LIFX will do), in the user's rounded units.
+    mutating func apply(_ s: LIFXSet) {
+        if let p = s.power { on = p }
+        if s.color.random { saturation = 100 }
+        if let k = s.color.kelvin { kelvin = min(max(k, caps.minKelvin), caps.maxKelvin); saturation = 0 }
+        if let h = s.color.hue { hue = Self.degrees(h) }
+        if let sat = s.color.saturation { saturation = Self.percent(sat) }
+        if let b = s.brightness { brightness = Self.percent(b) }
+        if let b = s.color.brightness, s.brightness == nil { brightness = Self.percent(b) }
+    }
+
+    /// Applies a relative change (`state/delta`) as LIFX does: clipped to the light's range.
+    mutating func apply(_ d: LIFXDelta) {
+        if let p = d.power { on = p }
+        if let b = d.brightness { brightness = min(100, max(0, brightness + Self.percent(b))) }
+        if let k = d.kelvin { kelvin = min(caps.maxKelvin, max(caps.minKelvin, kelvin + k)) }
+    }
+}
+
+/// An absolute change for one selector: a `PUT /lights/:selector/state` body or one `states[]` entry.
+struct LIFXSet: Sendable, Equatable {
+    var power: Bool?
+    var color = LIFXColorChange()
+    /// 0–1; wins over a brightness inside the colour.
+    var brightness: Double?
+    var duration: Double
+
+    /// Last value wins per field.
+    func merged(with newer: LIFXSet) -> LIFXSet {
+        var out = self
+        if let p = newer.power { out.power = p }
+        out.color = color.merged(with: newer.color)
+        if let b = newer.brightness { out.brightness = b }
+        if newer.color.brightness != nil, newer.brightness == nil { out.brightness = nil }
+        out.duration = newer.duration
+        return out
+    }
+
+    var body: [String: JSONValue] {
+        var o: [String: JSONValue] = ["duration": .number(duration)]
+        if let p = power { o["power"] = p ? "on" : "off" }
+        if let c = color.wireString { o["color"] = .string(c) }
+        if let b = brightness ?? color.brightness { o["brightness"] = .number((b * 10_000).rounded() / 10_000) }
+        return o
+    }
+}
+
+/// A relative change for `POST /lights/:selector/state/delta` (group `brightness_step`, `color_temp_step`).
+struct LIFXDelta: Sendable, Equatable {
+    var power: Bool?
+    var brightness: Double?
+    var kelvin: Int?
+    var duration: Double
+
+    func merged(with newer: LIFXDelta) -> LIFXDelta {
+        var out = self
+        if let p = newer.power { out.power = p }
+        if let b = newer.brightness { out.brightness = (brightness ?? 0) + b }
+        if let k = newer.kelvin { out.kelvin = (kelvin ?? 0) + k }
+        out.duration = newer.duration
+        return out
+    }
+
+    var body: [String: JSONValue] {
+        var o: [String: JSONValue] = ["duration": .number(duration)]
+        if let p = power { o["power"] = p ? "on" : "off" }
+        if let b = brightness { o["brightness"] = .number((b * 10_000).rounded() / 10_000) }
+        if let k = kelvin { o["kelvin"] = JSONValue(k) }
+        return o
+    }
+}
+
+/// A scene from `GET /scenes` (lifx.md §1.10).
+struct LIFXScene: Sendable, Equatable {
+    struct State: Sendable, Equatable {
+        var selector: String
+        var set: LIFXSet
+    }
+    var uuid: String
+    var name: String
+    var states: [State]
+
+    static func parse(_ j: JSONValue) -> LIFXScene? {
+        guard case .string(let uuid) = j["uuid"] else { return nil }
+        var name = uuid
+        if case .string(let n) = j["name"] { name = n }
+        var states: [State] = []
+        for s in j["states"]?.arrayValue ?? [] {
+            guard case .string(let sel) = s["selector"] else { continue }
+            var set = LIFXSet(duration: 0)
+            if case .string(let p) = s["power"] { set.power = p == "on" }
+            if let b = s["brightness"]?.doubleValue { set.brightness = b }
+            if let c = s["color"] {
+                set.color.kelvin = c["kelvin"]?.doubleValue.map { Int($0.rounded()) }
+                set.color.hue = c["hue"]?.doubleValue
+                set.color.saturation = c["saturation"]?.doubleValue
+            }
+            states.append(State(selector: sel, set: set))
+        }
+        return LIFXScene(uuid: uuid, name: name, states: states)
+    }
+}
+
+/// Group and location state (TOPICS.md; lifx.md §2.3 with its bug fixed): ON if any connected member is
+/// ON; brightness, saturation and kelvin are means and hue a circular mean over the connected members
+/// (over all members when none is connected, so the last known values stay meaningful).
+enum LIFXAggregate {
+    static func fields(_ members: [LIFXLight], name: String) -> [String: JSONValue] {
+        let connected = members.filter(\.connected)
+        let basis = connected.isEmpty ? members : connected
+        let n = Double(max(basis.count, 1))
+        let on = connected.contains { $0.on }
+        let brightness = Int((Double(basis.map(\.brightness).reduce(0, +)) / n).rounded())
+        let saturation = Int((Double(basis.map(\.saturation).reduce(0, +)) / n).rounded())
+        let kelvin = Int((Double(basis.map(\.kelvin).reduce(0, +)) / n).rounded())
+        return [
+            "state": on ? "ON" : "OFF", "brightness": JSONValue(brightness),
+            "color_mode": basis.allSatisfy { $0.colorMode == "color_temp" } ? "color_temp" : "hs",
+            "color": ["h": JSONValue(circularMean(basis.map(\.hue))), "s": JSONValue(saturation)],
+            "color_temp": JSONValue(kelvin), "connected": .bool(!connected.isEmpty), "label": .string(name),
+            "lights": JSONValue(members.count),
+        ]
+    }
+
+    /// atan2(Σ sin, Σ cos) mapped to [0, 360).
+    static func circularMean(_ hues: [Int]) -> Int {
+        guard !hues.isEmpty else { return 0 }
+        var s = 0.0, c = 0.0
+        for h in hues {
+            let r = Double(h) * .pi / 180
+            s += sin(r)
+            c += cos(r)
+        }
+        if abs(s) < 1e-9 && abs(c) < 1e-9 { return hues[0] }
+        var deg = atan2(s, c) * 180 / .pi
+        if deg < 0 { deg += 360 }
+        return Int(deg.rounded()) % 360
+    }
+}
