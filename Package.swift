@@ -80,6 +80,10 @@ let package = Package(
         .testTarget(name: "SwitchyardCoreTests", dependencies: ["SwitchyardCore"], swiftSettings: strict),
         .testTarget(name: "SwitchyardConfigTests", dependencies: ["SwitchyardConfig", "SwitchyardCore"], swiftSettings: strict),
         .testTarget(name: "SwitchyardHTTPTests", dependencies: ["SwitchyardHTTP", "SwitchyardSimulators"], swiftSettings: strict),
+        .testTarget(name: "LIFXTests", dependencies: [
+            "LIFXAdapter", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardMQTT",
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
         .testTarget(name: "SwitchyardIntegrationTests", dependencies: [
             "SwitchyardTestSupport", "SwitchyardRuntime", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig",
             .product(name: "Logging", package: "swift-log"),

@@ -463,12 +463,14 @@ public actor LIFXAdapter: Adapter {
 
     func send(_ batch: [Op]) async {
         inFlight = batch
-        defer { inFlight = [] }
         let (method, path, body) = request(for: batch)
         let r: CallResult
         do {
             r = try await call(method, path, body, reserve: 0)
+            inFlight = []
         } catch {
+            // Answered (or failed): no longer in flight, so a revert does not re-apply the op itself.
+            inFlight = []
             await failOrRetry(batch, error.description)
             return
         }

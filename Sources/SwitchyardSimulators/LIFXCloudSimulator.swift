@@ -49,7 +49,7 @@ public final class LIFXCloudSimulator: Sendable {
         }
 
         /// 16-bit storage, truncated like the devices (0.3 → 0.29999237…, 60° → 59.99725…).
-        static func q(_ v: Double) -> Double { (min(max(v, 0), 1) * 65535).rounded(.down) / 65535 }
+        public static func q(_ v: Double) -> Double { (min(max(v, 0), 1) * 65535).rounded(.down) / 65535 }
     }
 
     public struct SceneState: Sendable, Equatable {

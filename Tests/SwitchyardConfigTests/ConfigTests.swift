@@ -132,4 +132,52 @@ import SwitchyardCore
         defaults.file = example.file
         #expect(example == defaults)
     }
+
+    @Test func theLIFXSectionIsReadWithItsSecretAndNames() throws {
+        let c = try SwitchyardConfig.parse(yaml: """
+        lifx:
+          token: ${LIFX_TOKEN}
+          api_url: http://127.0.0.1:8080/v1/
+          poll_interval: 10
+          names:
+            D073D5014C49: kitchen/ceiling
+        """, file: "t.yaml", environment: ["LIFX_TOKEN": "tok-123"])
+        let l = try #require(c.lifx)
+        #expect(l.token == "tok-123" && l.apiURL == "http://127.0.0.1:8080/v1" && l.pollInterval == 10)
+        #expect(l.names == ["d073d5014c49": "kitchen/ceiling"])
+        #expect(c.secretValues.contains("tok-123"))
+        #expect(c.redactedJSON["lifx"]?["token"] == "***")
+        #expect(!c.redactedJSON.serialized.contains("tok-123"))
+    }
+
+    @Test func lifxProblemsAreEachReportedWithTheirKey() {
+        let p = problems("""
+        lifx:
+          token: t
+          api_url: http://api.lifx.com/v1
+          min_interval: -1
+          names:
+            nothex: kitchen
+            d073d5014c49: group/kitchen
+          colour: red
+        """)
+        let paths = p.map(\.path)
+        #expect(paths.contains("lifx.api_url") && paths.contains("lifx.min_interval") && paths.contains("lifx.colour"))
+        #expect(paths.contains("lifx.names.nothex") && paths.contains("lifx.names.d073d5014c49"))
+        #expect(p.first { $0.path == "lifx.api_url" }?.message.contains("https") == true)
+        #expect(p.allSatisfy { $0.line > 1 })
+    }
+
+    @Test func theExampleLIFXBlockShowsTheCodeDefaults() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let text = try String(contentsOf: root.appendingPathComponent("config.example.yaml"), encoding: .utf8)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let start = try #require(lines.firstIndex(of: "# lifx:"))
+        let block = lines[start...].prefix { $0.hasPrefix("#") }.map { String($0.dropFirst(2)) }.joined(separator: "\n")
+        let c = try SwitchyardConfig.parse(yaml: block, file: "example", environment: ["LIFX_TOKEN": "x"])
+        var l = try #require(c.lifx)
+        l.token = nil
+        l.names = [:]
+        #expect(l == SwitchyardConfig.LIFX())
+    }
 }

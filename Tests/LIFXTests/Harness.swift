@@ -1,0 +1,127 @@
+import Foundation
+import LIFXAdapter
+import Logging
+import SwitchyardCore
+import SwitchyardMQTT
+import SwitchyardSimulators
+import SwitchyardTestSupport
+
+/// The bridge in-process with the real LIFX adapter, a real Mosquitto and the LIFX cloud simulator
+/// over real HTTP. A probe subscribed to `<base>/#` and the discovery prefix reads what users see.
+final class LIFXHarness: Sendable {
+    let broker: Broker
+    let sim: LIFXCloudSimulator
+    let transport: MosquittoTransport
+    let engine: BridgeEngine
+    let probe: MQTTProbe
+    let base: String
+    let runTask: Task<Void, Never>
+
+    static let token = "c87c0b4d7a9e4ad6a2c1-test-token"
+    static let kitchen = "d073d5000001"
+    static let loungeLeft = "d073d5000002"
+    static let loungeRight = "d073d5000004"
+    static let hall = "d073d5000003"
+    static let lounge = "group_06e3ec50395511e9a0757200055bf1c1"
+
+    private init(broker: Broker, sim: LIFXCloudSimulator, transport: MosquittoTransport, engine: BridgeEngine, probe: MQTTProbe,
+                 base: String, runTask: Task<Void, Never>) {
+        self.broker = broker
+        self.sim = sim
+        self.transport = transport
+        self.engine = engine
+        self.probe = probe
+        self.base = base
+        self.runTask = runTask
+    }
+
+    static func start(configure: (inout LIFXSettings) -> Void = { _ in }, simToken: String = token,
+                      lights: [LIFXCloudSimulator.Light] = LIFXCloudSimulator.demoLights()) async throws -> LIFXHarness {
+        let broker = try await Broker.start()
+        let sim = try await LIFXCloudSimulator.start(token: simToken, lights: lights, scenes: LIFXCloudSimulator.demoScenes())
+        let base = "sy\(UUID().uuidString.prefix(6).lowercased())"
+        let probe = try await MQTTProbe.connect(port: broker.port)
+        try await probe.subscribe("\(base)/#", "homeassistant/#")
+        var logger = Logger(label: "lifx-test")
+        logger.logLevel = .critical
+        let mqtt = MQTTSettings(host: "127.0.0.1", port: broker.port, clientID: "switchyard-\(base)", keepalive: 10,
+                                stateTopic: "\(base)/bridge/state", reconnectMinDelay: 0.1, reconnectMaxDelay: 1, connectTimeout: 5)
+        let transport = MosquittoTransport(settings: mqtt, logger: logger)
+        let engine = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: base), version: "test", healthInterval: 3600),
+                                  transport: transport, logger: logger)
+        var settings = LIFXSettings()
+        settings.token = token
+        settings.apiURL = sim.apiURL
+        settings.pollInterval = 3600
+        settings.minInterval = 0.05
+        settings.retryDelay = 0.05
+        configure(&settings)
+        transport.start()
+        await engine.start(adapters: [LIFXAdapter(settings: settings)])
+        let task = Task { await engine.run() }
+        return LIFXHarness(broker: broker, sim: sim, transport: transport, engine: engine, probe: probe, base: base, runTask: task)
+    }
+
+    func stop() async {
+        runTask.cancel()
+        await engine.shutdown()
+        await transport.stop(timeout: 5)
+        probe.close()
+        await sim.stop()
+        broker.stop()
+    }
+
+    func topic(_ name: String) -> String { "\(base)/lifx/\(name)" }
+
+    /// The latest state published for a device, parsed.
+    func state(_ name: String) -> JSONValue? { probe.last(topic(name)).flatMap { try? JSONValue.parse($0) } }
+
+    @discardableResult
+    func waitState(_ name: String, timeout: Double = 30, _ what: String = "", _ predicate: @escaping (JSONValue) -> Bool) async throws -> JSONValue {
+        let t = topic(name)
+        let ms = try await probe.waitFor("\(t) \(what)", timeout: timeout) { ms in
+            ms.contains { $0.topic == t && (try? JSONValue.parse($0.payload)).map(predicate) == true }
+        }
+        return try JSONValue.parse(ms.last { $0.topic == t && (try? JSONValue.parse($0.payload)).map(predicate) == true }!.payload)
+    }
+
+    /// Waits until every light, group, location and scene has been listed and published.
+    func waitListed() async throws {
+        try await waitState("scene/movie") { _ in true }
+        try await waitState("location/home") { _ in true }
+    }
+
+    func send(_ name: String, _ payload: String) {
+        probe.publish("\(topic(name))/set", payload)
+    }
+
+    /// Requests that change something (everything but GET), with their bodies parsed.
+    var actions: [(String, JSONValue?)] {
+        sim.requests.filter { $0.method != "GET" }.map { ("\($0.method) \($0.path)", $0.body.isEmpty ? nil : try? JSONValue.parse($0.body)) }
+    }
+
+    func waitActions(_ n: Int, timeout: Double = 30) async throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if actions.count >= n { return }
+            await TestEnvironment.sleep(0.02)
+        }
+        throw TestError("timed out waiting for \(n) action requests; got \(actions.map(\.0))")
+    }
+
+    var polls: Int { sim.requests.filter { $0.method == "GET" && $0.path.hasSuffix("/lights/all") }.count }
+
+    func errors() -> [String] {
+        probe.messages(on: "\(base)/bridge/log").compactMap { try? JSONValue.parse($0.payload) }
+            .filter { $0["level"] == "error" }.compactMap { $0["message"]?.stringValue }
+    }
+}
+
+func eventually(_ what: String, timeout: Double = 30, _ condition: @Sendable () async -> Bool) async throws {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if await condition() { return }
+        await TestEnvironment.sleep(0.02)
+    }
+    throw TestError("timed out waiting until \(what)")
+}
