@@ -641,7 +641,12 @@ public actor LIFXAdapter: Adapter {
         var devices = lights.values.sorted { $0.id < $1.id }.map(lightDescriptor)
         devices += groupDescriptors()
         devices += scenes.values.sorted { $0.uuid < $1.uuid }.map(sceneDescriptor)
-        await context?.setDevices(devices, authoritative: false)
+        var available: [String: Bool] = [:]
+        for l in lights.values { available[l.id] = l.connected }
+        for d in devices where d.id.hasPrefix("group_") || d.id.hasPrefix("location_") {
+            available[d.id] = (try? target(d.id).lights.contains { lights[$0]?.connected == true }) ?? true
+        }
+        await context?.setDevices(devices, authoritative: false, available: available)
     }
 
     /// Publishes the lights' state and availability, and every group or location they belong to.

@@ -47,8 +47,10 @@ public struct AdapterContext: Sendable {
 
     /// A complete listing. `authoritative` listings (from config) remove missing devices at once;
     /// upstream listings remove a device only after it is absent from 3 consecutive listings.
-    public func setDevices(_ devices: [DeviceDescriptor], authoritative: Bool) async {
-        await engine.setDevices(adapterID, devices, authoritative: authoritative)
+    /// `available` gives new devices their first availability (default online), so a device listed as
+    /// unreachable never flashes `online`.
+    public func setDevices(_ devices: [DeviceDescriptor], authoritative: Bool, available: [String: Bool] = [:]) async {
+        await engine.setDevices(adapterID, devices, authoritative: authoritative, available: available)
     }
     /// Merges fields into the device's state and publishes the full state if a rounded value changed.
     public func update(_ deviceID: String, _ fields: [String: JSONValue]) async {

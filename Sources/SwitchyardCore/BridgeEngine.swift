@@ -428,7 +428,7 @@ public actor BridgeEngine {
 
     // MARK: from adapters
 
-    func setDevices(_ adapterID: String, _ listed: [DeviceDescriptor], authoritative: Bool) {
+    func setDevices(_ adapterID: String, _ listed: [DeviceDescriptor], authoritative: Bool, available: [String: Bool] = [:]) {
         guard let slot = slots[adapterID], !stopped else { return }
         let listedIDs = Set(listed.map(\.id))
         var removed: [String] = []
@@ -471,7 +471,7 @@ public actor BridgeEngine {
                 publishDetails(adapterID, rec)
                 announce(adapterID, &rec)
                 slot.devices[d.id] = rec
-                setAvailable(adapterID, d.id, true)
+                setAvailable(adapterID, d.id, available[d.id] ?? true)
                 publishEvent("device_added", ["adapter": .string(adapterID), "id": .string(d.id), "name": .string(name)])
                 changedList = true
             }
