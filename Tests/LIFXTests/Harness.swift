@@ -116,12 +116,3 @@ final class LIFXHarness: Sendable {
             .filter { $0["level"] == "error" }.compactMap { $0["message"]?.stringValue }
     }
 }
-
-func eventually(_ what: String, timeout: Double = 30, _ condition: @Sendable () async -> Bool) async throws {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if await condition() { return }
-        await TestEnvironment.sleep(0.02)
-    }
-    throw TestError("timed out waiting until \(what)")
-}

@@ -97,7 +97,7 @@ typealias H = LIFXHarness
         #expect(infos.contains { $0.contains("color_temp 2000 K is outside Hall Lamp's range 2700–6500 K; clamped to 2700 K") })
         // The simulator applied them: the effects ran on the kitchen light, the scene set its brightness.
         #expect(h.sim.effects.map(\.name) == ["breathe", "pulse", "off"])
-        try await eventually("the movie scene is applied") { h.sim.light(H.kitchen)?.power == "off" }
+        try await waitUntil("the movie scene is applied") { h.sim.light(H.kitchen)?.power == "off" }
     }
 
     @Test func theStateIsPublishedAtOnceThenConfirmed() async throws {
@@ -182,7 +182,7 @@ typealias H = LIFXHarness
             h.send("kitchen", #"{"brightness": \#(i)}"#)
         }
         let spent = Date().timeIntervalSince(start)
-        try await eventually("the last value reaches the light") { h.sim.light(H.kitchen)?.brightness == LIFXCloudSimulator.Light.q(0.5) }
+        try await waitUntil("the last value reaches the light") { h.sim.light(H.kitchen)?.brightness == LIFXCloudSimulator.Light.q(0.5) }
         try await h.waitState("kitchen", "final value") { $0["brightness"] == 50 }
         await TestEnvironment.sleep(0.7)   // anything still queued would have gone by now
         let puts = h.actions.filter { $0.0.hasSuffix("/state") }
@@ -207,7 +207,7 @@ typealias H = LIFXHarness
             ["selector": "id:d073d5000002", "power": "off", "duration": 0.5],
             ["selector": "id:d073d5000003", "power": "on", "brightness": 0.25, "duration": 0.5],
         ]])
-        try await eventually("both applied") { h.sim.light(H.loungeLeft)?.power == "off" && h.sim.light(H.hall)?.power == "on" }
+        try await waitUntil("both applied") { h.sim.light(H.loungeLeft)?.power == "off" && h.sim.light(H.hall)?.power == "on" }
     }
 
     @Test func pollsPublishOnlyRealChanges() async throws {
@@ -215,7 +215,7 @@ typealias H = LIFXHarness
         defer { Task { await h.stop() } }
         try await h.waitListed()
         let before = h.polls
-        try await eventually("three more polls") { h.polls >= before + 3 }
+        try await waitUntil("three more polls") { h.polls >= before + 3 }
         // 0.29999237… is 30 %, every time: one publish only.
         #expect(h.probe.messages(on: h.topic("lounge_left")).count == 1)
         #expect(h.probe.messages(on: h.topic("group/lounge")).count == 1)

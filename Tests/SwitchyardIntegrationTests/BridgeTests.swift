@@ -216,11 +216,3 @@ import SwitchyardTestSupport
     }
 }
 
-func waitUntil(_ what: String, timeout: Double = 30, _ condition: @Sendable () async -> Bool) async throws {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if await condition() { return }
-        await TestEnvironment.sleep(0.02)
-    }
-    throw TestError("timed out waiting until \(what)")
-}

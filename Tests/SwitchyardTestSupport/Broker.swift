@@ -78,6 +78,16 @@ public enum TestEnvironment {
     }
 }
 
+/// Polls `condition` (every 20 ms, at most `timeout` seconds) until it holds.
+public func waitUntil(_ what: String, timeout: Double = 30, _ condition: @Sendable () async -> Bool) async throws {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if await condition() { return }
+        await TestEnvironment.sleep(0.02)
+    }
+    throw TestError("timed out waiting until \(what)")
+}
+
 public struct TestError: Error, CustomStringConvertible {
     public var description: String
     public init(_ d: String) { description = d }
