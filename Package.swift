@@ -48,6 +48,7 @@ let package = Package(
         // Loopback servers that speak each upstream's real protocol (tests and `switchyard demo`).
         .target(name: "SwitchyardSimulators", dependencies: [
             .product(name: "FlyingFox", package: "FlyingFox"),
+            .product(name: "FlyingSocks", package: "FlyingFox"),
         ], swiftSettings: strict),
         // LIFX lights, groups, locations and scenes over the LIFX cloud HTTP API.
         .target(name: "LIFXAdapter", dependencies: ["SwitchyardCore", "SwitchyardHTTP"], swiftSettings: strict),
@@ -67,7 +68,7 @@ let package = Package(
 
         // Benchmarks: figures as ratios to raw libmosquitto measured in the same run (`swift run -c release switchyard-bench`).
         .executableTarget(name: "switchyard-bench", dependencies: [
-            "SwitchyardCore", "SwitchyardMQTT", "SwitchyardTestSupport", "CMosquitto",
+            "SwitchyardCore", "SwitchyardMQTT", "SwitchyardTestSupport", "CMosquitto", "LIFXAdapter", "SwitchyardSimulators",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),

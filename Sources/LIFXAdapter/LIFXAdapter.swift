@@ -87,7 +87,7 @@ public actor LIFXAdapter: Adapter {
         self.context = context
         defer {
             http.shutdown()
-            for t in Array(waiters.keys) { finish([t], .failure(AdapterError("the LIFX adapter stopped before the command was sent"))) }
+            for t in Array(waiters.keys) { finish([t], .failure(AdapterError("the LIFX adapter stopped before the command was answered"))) }
         }
         guard let token = settings.token, !token.isEmpty else {
             await context.setStatus(.disabled("no lifx.token configured (set lifx.token, lifx.token_file or ${ENV})"))

@@ -1,4 +1,5 @@
 import FlyingFox
+import FlyingSocks
 import Foundation
 import Synchronization
 
@@ -11,6 +12,8 @@ public final class LoopbackHTTPServer: Sendable {
         public var query: [String: String]
         public var headers: [String: String]
         public var body: [UInt8]
+        /// When the request was read, on the monotonic clock (`DispatchTime.now().uptimeNanoseconds`).
+        public var at: UInt64 = 0
         public var text: String { String(decoding: body, as: UTF8.self) }
     }
 
@@ -47,7 +50,8 @@ public final class LoopbackHTTPServer: Sendable {
 
     /// Starts the server; `routes` maps "METHOD /path" (FlyingFox route syntax, `*` wildcards) to handlers.
     public static func start(routes: [(String, Handler)]) async throws -> LoopbackHTTPServer {
-        let server = HTTPServer(address: try .inet(ip4: "127.0.0.1", port: 0), timeout: 30, logger: .disabled)
+        let server = HTTPServer(config: .init(address: try .inet(ip4: "127.0.0.1", port: 0), timeout: 30,
+                                              pool: NoDelayPool(inner: HTTPServer.defaultPool()), logger: .disabled))
         let box = Box()
         for (route, handler) in routes {
             await server.appendRoute(HTTPRoute(stringLiteral: route)) { req in
@@ -55,7 +59,7 @@ public final class LoopbackHTTPServer: Sendable {
                     method: req.method.rawValue, path: req.path,
                     query: Dictionary(req.query.map { ($0.name, $0.value) }, uniquingKeysWith: { _, b in b }),
                     headers: Dictionary(req.headers.map { ($0.key.rawValue.lowercased(), $0.value) }, uniquingKeysWith: { _, b in b }),
-                    body: Array(try await req.bodyData))
+                    body: Array(try await req.bodyData), at: DispatchTime.now().uptimeNanoseconds)
                 guard let owner = box.owner.withLock({ $0 }) else { return HTTPResponse(statusCode: .serviceUnavailable) }
                 let (delay, injected) = owner.state.withLock { s -> (Double, Int?) in
                     s.received.append(received)
@@ -82,6 +86,7 @@ public final class LoopbackHTTPServer: Sendable {
     }
 
     public var received: [Received] { state.withLock { $0.received } }
+    public var receivedCount: Int { state.withLock { $0.received.count } }
     public func clearReceived() { state.withLock { $0.received.removeAll() } }
     /// Latency added before every answer.
     public func setDelay(_ seconds: Double) { state.withLock { $0.delay = seconds } }
@@ -91,6 +96,20 @@ public final class LoopbackHTTPServer: Sendable {
     public func stop() async {
         await server.stop(timeout: 1)
         task.cancel()
+    }
+}
+
+/// FlyingFox writes a response's header and body separately; with Nagle on, the body waits for the
+/// client's delayed ACK (40 ms on Linux), which no real upstream does. Every socket the server waits
+/// on gets TCP_NODELAY (accepted sockets inherit it from the listener on Linux; set again to be sure).
+struct NoDelayPool: AsyncSocketPool {
+    let inner: any AsyncSocketPool
+    func prepare() async throws { try await inner.prepare() }
+    func run() async throws { try await inner.run() }
+    func suspendSocket(_ socket: Socket, untilReadyFor events: Socket.Events) async throws {
+        var one: Int32 = 1
+        _ = setsockopt(socket.file.rawValue, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        try await inner.suspendSocket(socket, untilReadyFor: events)
     }
 }
 

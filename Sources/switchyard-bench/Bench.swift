@@ -1,8 +1,10 @@
 import ArgumentParser
 import Foundation
+import LIFXAdapter
 import Logging
 import SwitchyardCore
 import SwitchyardMQTT
+import SwitchyardSimulators
 import SwitchyardTestSupport
 
 /// Devices whose state the benchmark drives directly through the core.
@@ -43,16 +45,16 @@ struct SwitchyardBench: AsyncParsableCommand {
         commandName: "switchyard-bench",
         abstract: "Measures the bridge against raw libmosquitto on a broker it starts itself (loopback).")
 
-    @Option(help: "Scenarios to run: publish, command-latency, startup, memory (default: all).")
+    @Option(help: "Scenarios to run: publish, command-latency, startup, memory, lifx-budget (default: all).")
     var scenario: [String] = []
     @Flag(help: "Print the figures as JSON.") var json = false
     @Option(help: "State updates for the publish scenario.") var messages = 20_000
     @Option(help: "Simulated devices for publish, startup and memory.") var devices = 1_000
-    @Option(help: "Commands for command-latency.") var commands = 2_000
+    @Option(help: "Commands for command-latency (each path).") var commands = 10_000
     @Option(help: "Seconds of command churn before reading memory.") var churnSeconds = 60.0
 
     func run() async throws {
-        let all = ["publish", "command-latency", "startup", "memory"]
+        let all = ["publish", "command-latency", "startup", "memory", "lifx-budget"]
         let chosen = scenario.isEmpty ? all : scenario
         for s in chosen where !all.contains(s) { throw ValidationError("unknown scenario '\(s)' (known: \(all.joined(separator: ", ")))") }
         let broker = try await Broker.start(extraConfig: "max_inflight_messages 100\nset_tcp_nodelay true")
@@ -76,6 +78,17 @@ struct SwitchyardBench: AsyncParsableCommand {
             figures.append(Figure(scenario: "command-latency", name: "virtual /set → state p50", value: p50, unit: "ms"))
             figures.append(Figure(scenario: "command-latency", name: "virtual /set → state p99", value: p99, unit: "ms"))
             figures.append(Figure(scenario: "command-latency", name: "virtual /set → state max", value: max, unit: "ms"))
+            let (l50, l99, lmax) = try await lifxCommandLatency(port: broker.port)
+            figures.append(Figure(scenario: "command-latency", name: "lifx /set → request at the LIFX simulator p50", value: l50, unit: "ms"))
+            figures.append(Figure(scenario: "command-latency", name: "lifx /set → request at the LIFX simulator p99", value: l99, unit: "ms"))
+            figures.append(Figure(scenario: "command-latency", name: "lifx /set → request at the LIFX simulator max", value: lmax, unit: "ms"))
+        }
+        if chosen.contains("lifx-budget") {
+            let (slider, fanout) = try await lifxBudget(port: broker.port)
+            figures.append(Figure(scenario: "lifx-budget", name: "requests for 50 brightness commands in 1 s, one light", value: Double(slider),
+                                  unit: "req"))
+            figures.append(Figure(scenario: "lifx-budget", name: "requests for 50 lights given one command each at once", value: Double(fanout),
+                                  unit: "req"))
         }
         if chosen.contains("startup") || chosen.contains("memory") {
             figures += try await processFigures(port: broker.port, startup: chosen.contains("startup"), memory: chosen.contains("memory"))
@@ -214,5 +227,107 @@ struct SwitchyardBench: AsyncParsableCommand {
             out.append(Figure(scenario: "memory", name: "VmRSS steady", value: kb("VmRSS:") / 1024, unit: "MB"))
         }
         return out
+    }
+
+    /// The LIFX adapter with a simulated cloud (loopback HTTP) in-process, over the benchmark's broker.
+    func makeLIFXBridge(port: Int, base: String, lights: [LIFXCloudSimulator.Light], minInterval: Double,
+                        rateLimit: Int) async throws -> (LIFXCloudSimulator, MosquittoTransport, BridgeEngine, Task<Void, Never>) {
+        let token = "bench-token"
+        let sim = try await LIFXCloudSimulator.start(token: token, lights: lights)
+        sim.setRateLimit(rateLimit, window: 60)
+        var logger = Logger(label: "bench")
+        logger.logLevel = .error
+        let transport = MosquittoTransport(settings: MQTTSettings(port: port, clientID: "bench-\(base)", stateTopic: "\(base)/bridge/state"),
+                                           logger: logger)
+        let engine = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: base), discovery: false, version: "bench",
+                                                           healthInterval: 3600), transport: transport, logger: logger)
+        var settings = LIFXSettings()
+        settings.token = token
+        settings.apiURL = sim.apiURL
+        settings.pollInterval = 3600
+        settings.minInterval = minInterval
+        transport.start()
+        await engine.start(adapters: [LIFXAdapter(settings: settings)])
+        return (sim, transport, engine, Task { await engine.run() })
+    }
+
+    static func benchLights(_ n: Int) -> [LIFXCloudSimulator.Light] {
+        (0..<n).map { i in
+            LIFXCloudSimulator.Light(id: String(format: "d073d5%06x", i), label: "Bench \(i)", group: ("g", "Bench"), location: ("l", "Home"),
+                                     power: "on", brightness: 0.5)
+        }
+    }
+
+    /// `/set` published → the request read by the LIFX simulator, spaced out (no merging), with
+    /// `min_interval: 0` and the simulator's budget raised so that the budget does not dominate.
+    func lifxCommandLatency(port: Int) async throws -> (Double, Double, Double) {
+        let base = "lfx\(UUID().uuidString.prefix(4).lowercased())"
+        let (sim, transport, engine, task) = try await makeLIFXBridge(port: port, base: base, lights: Self.benchLights(1), minInterval: 0,
+                                                                      rateLimit: 10_000_000)
+        let sub = try await CountingSubscriber(port: port, filters: ["\(base)/lifx/bench_0"])
+        defer { sub.close() }
+        guard await sub.waitForCount(1, timeout: 30) else { throw BenchError("lifx: the light was not listed") }
+        let pub = try await MQTTProbe.connect(port: port)
+        defer { pub.close() }
+        var samples: [Double] = []
+        for i in 0..<commands {
+            let before = sim.server.receivedCount
+            let t0 = DispatchTime.now().uptimeNanoseconds
+            pub.publish("\(base)/lifx/bench_0/set", #"{"brightness": \#(1 + i % 99)}"#)
+            let deadline = Date().addingTimeInterval(5)
+            while sim.server.receivedCount == before {
+                if Date() > deadline { throw BenchError("lifx command \(i) never reached the simulator") }
+                try await Task.sleep(for: .microseconds(100))
+            }
+            let at = sim.server.received[before].at
+            samples.append(Double(at &- t0) / 1e6)
+            try await Task.sleep(for: .milliseconds(2))   // the answer is back; spaced out: no merging
+        }
+        task.cancel()
+        await engine.shutdown()
+        await transport.stop(timeout: 2)
+        await sim.stop()
+        samples.sort()
+        func pct(_ p: Double) -> Double { samples[min(samples.count - 1, Int(Double(samples.count) * p))] }
+        return (pct(0.5), pct(0.99), samples.last ?? 0)
+    }
+
+    /// Requests the LIFX cloud receives, with default settings, for a slider (50 values over one
+    /// second on one light) and for 50 lights each given one command at once.
+    func lifxBudget(port: Int) async throws -> (Int, Int) {
+        let base = "lfb\(UUID().uuidString.prefix(4).lowercased())"
+        let defaults = LIFXSettings()
+        let (sim, transport, engine, task) = try await makeLIFXBridge(port: port, base: base, lights: Self.benchLights(50),
+                                                                      minInterval: defaults.minInterval, rateLimit: 120)
+        let sub = try await CountingSubscriber(port: port, filters: ["\(base)/lifx/+"], trackTopics: true)
+        defer { sub.close() }
+        guard await sub.waitForTopics(50, timeout: 30) else { throw BenchError("lifx-budget: lights not listed") }
+        let pub = try await MQTTProbe.connect(port: port)
+        defer { pub.close() }
+        func actions() -> Int { sim.requests.filter { $0.method != "GET" }.count }
+        func settle(_ check: () -> Bool) async throws {
+            let deadline = Date().addingTimeInterval(30)
+            while !check() {
+                if Date() > deadline { throw BenchError("lifx-budget: commands did not all reach the simulator") }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            try await Task.sleep(for: .seconds(1))   // anything still queued would have gone
+        }
+        let start = Date()
+        for i in 1...50 {
+            let due = start.addingTimeInterval(Double(i - 1) * 0.9 / 49)
+            if due > Date() { try await Task.sleep(for: .seconds(due.timeIntervalSinceNow)) }
+            pub.publish("\(base)/lifx/bench_0/set", #"{"brightness": \#(i)}"#)
+        }
+        try await settle { sim.light("d073d5000000")?.brightness == LIFXCloudSimulator.Light.q(0.5) }
+        let slider = actions()
+        for i in 0..<50 { pub.publish("\(base)/lifx/bench_\(i)/set", "OFF") }
+        try await settle { sim.lights.allSatisfy { $0.power == "off" } }
+        let fanout = actions() - slider
+        task.cancel()
+        await engine.shutdown()
+        await transport.stop(timeout: 2)
+        await sim.stop()
+        return (slider, fanout)
     }
 }

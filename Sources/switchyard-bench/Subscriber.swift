@@ -8,7 +8,8 @@ final class CountingSubscriber: @unchecked Sendable {
         var count = 0
         var lastAt = Date()
         var topics: [String: String] = [:]   // topic -> last payload (when tracking)
-        var waiter: (topic: String, needle: String, continuation: CheckedContinuation<Bool, Never>)?
+        var waiter: (id: UInt64, topic: String, needle: String, continuation: CheckedContinuation<Bool, Never>)?
+        var nextWaiter: UInt64 = 0
         var trackTopics = false
     }
 
@@ -79,22 +80,33 @@ final class CountingSubscriber: @unchecked Sendable {
     /// then `await` the returned task: true when it arrived, false after `timeout` seconds.
     func expect(topic: String, containing needle: String, timeout: Double) async -> Task<Bool, Never> {
         let armed = Atomic<Bool>(false)
+        let id = state.withLock { s -> UInt64 in
+            s.nextWaiter += 1
+            return s.nextWaiter
+        }
         let task = Task {
             await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
-                state.withLock { $0.waiter = (topic, needle, c) }
+                state.withLock { $0.waiter = (id, topic, needle, c) }
                 armed.store(true, ordering: .releasing)
             }
         }
         while !armed.load(ordering: .acquiring) { await Task.yield() }
-        Task {
+        // The timeout resolves only its own waiter (an earlier one with the same needle must not fire
+        // on a later command), and is cancelled as soon as the waiter is answered.
+        let timer = Task {
             try? await Task.sleep(for: .seconds(timeout))
+            if Task.isCancelled { return }
             state.withLock { s -> CheckedContinuation<Bool, Never>? in
-                guard let w = s.waiter, w.topic == topic, w.needle == needle else { return nil }
+                guard let w = s.waiter, w.id == id else { return nil }
                 s.waiter = nil
                 return w.continuation
             }?.resume(returning: false)
         }
-        return task
+        return Task {
+            let ok = await task.value
+            timer.cancel()
+            return ok
+        }
     }
 
     func received(topic: String, payload: String) {
