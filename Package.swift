@@ -42,7 +42,7 @@ let package = Package(
         ], swiftSettings: strict),
         // YAML -> typed config, ${ENV} and *_file secrets, validation with file:line:column, redaction.
         .target(name: "SwitchyardConfig", dependencies: [
-            "SwitchyardCore",
+            "SwitchyardCore", "ImpAdapter",
             .product(name: "Yams", package: "Yams"),
         ], swiftSettings: strict),
         // Loopback servers that speak each upstream's real protocol (tests and `switchyard demo`).
@@ -52,11 +52,13 @@ let package = Package(
         ], swiftSettings: strict),
         // LIFX lights, groups, locations and scenes over the LIFX cloud HTTP API.
         .target(name: "LIFXAdapter", dependencies: ["SwitchyardCore", "SwitchyardHTTP"], swiftSettings: strict),
+        // Electric Imp devices through their agents' HTTPS endpoints, with per-app profiles.
+        .target(name: "ImpAdapter", dependencies: ["SwitchyardCore", "SwitchyardHTTP"], swiftSettings: strict),
         // In-memory devices: for trying the bridge (`switchyard demo`) and for process-level tests.
         .target(name: "VirtualAdapter", dependencies: ["SwitchyardCore"], swiftSettings: strict),
         // Wiring: config -> transport + engine + adapters as Services under one ServiceGroup.
         .target(name: "SwitchyardRuntime", dependencies: [
-            "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardHTTP", "VirtualAdapter", "LIFXAdapter",
+            "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardHTTP", "VirtualAdapter", "LIFXAdapter", "ImpAdapter",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strict),

@@ -172,6 +172,15 @@ final class ConfigReader {
             return out
         }
 
+        /// A mapping of names to mappings (`profiles: {name: {...}}`).
+        func sections(_ k: String) -> [(key: String, section: Section)] {
+            let m = section(k)
+            return m.entries.map { e in
+                m.used.insert(e.key)
+                return (e.key, Section(reader: reader, path: m.key(e.key), node: e.value))
+            }
+        }
+
         /// A secret: `<k>` (with `${ENV}`) or `<k>_file` (read from that file), never both.
         func secret(_ k: String) -> String? {
             let fileKey = "\(k)_file"

@@ -1,4 +1,5 @@
 import Foundation
+import ImpAdapter
 import SwitchyardCore
 import Yams
 
@@ -90,6 +91,8 @@ public struct SwitchyardConfig: Sendable, Equatable {
     public var healthInterval = 60.0
     public var virtual: Virtual?
     public var lifx: LIFX?
+    /// `imp:` (Electric Imp agents).
+    public var imp: ImpSettings?
     /// Every secret value read (for leak checks in tests); never printed.
     public var secretValues: [String] = []
 
@@ -162,6 +165,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
             c.virtual = virtual
         }
         if top.has("lifx") { c.lifx = readLIFX(top.section("lifx")) }
+        if top.has("imp") { c.imp = readImp(top.section("imp")) }
         top.finish()
         c.secretValues = reader.secrets
         if !reader.problems.isEmpty { throw ConfigErrors(problems: reader.problems) }
@@ -201,6 +205,122 @@ public struct SwitchyardConfig: Sendable, Equatable {
         }
         s.finish()
         return l
+    }
+
+    static func readImp(_ s: ConfigReader.Section) -> ImpSettings {
+        let r = s.reader
+        var m = ImpSettings()
+        if let (url, mark) = s.scalar("base_url") {
+            if let comps = URLComponents(string: url), let scheme = comps.scheme?.lowercased(), let host = comps.host, !host.isEmpty,
+               scheme == "https" || (scheme == "http" && ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host)) {
+                m.baseURL = url.hasSuffix("/") ? String(url.dropLast()) : url
+            } else {
+                r.problem(mark, s.key("base_url"), "expected an https:// URL (http:// only for a loopback simulator: agent ids are secrets), got '\(url)'")
+            }
+        }
+        m.pollInterval = s.double("poll_interval", 60, min: 5, max: 86_400)
+        m.timeout = s.double("timeout", 60, min: 1, max: 600)
+        for (name, ps) in s.sections("profiles") {
+            if let p = readImpProfile(name, ps) { m.profiles.append(p) }
+        }
+        let known = Set(ImpProfile.builtIn.map(\.name) + m.profiles.map { $0.name.lowercased() })
+        let knownList = known.sorted().joined(separator: ", ")
+        for (code, profile, mark) in s.stringMap("apps") {
+            if !known.contains(profile.lowercased()) {
+                r.problem(mark, s.key("apps.\(code)"), "unknown profile '\(profile)' (known: \(knownList))")
+            }
+            m.apps[code] = profile
+        }
+        var seen: Set<String> = []
+        for d in s.list("devices") {
+            let name = d.string("name") ?? ""
+            if name.isEmpty {
+                r.problem(d.mark, d.path + ".name", "every imp device needs a name (its stable id)")
+            } else if let p = Naming.problem(withName: name) {
+                r.problem(d.mark(of: "name"), d.path + ".name", p)
+            } else if !seen.insert(name).inserted {
+                r.problem(d.mark(of: "name"), d.path + ".name", "duplicate device name '\(name)'")
+            }
+            let agent = d.secret("agent_id")
+            if agent == nil, !d.has("agent_id_file") {
+                r.problem(d.mark, d.path, "give agent_id (or agent_id_file, or ${ENV}): the agent URL's last part")
+            }
+            if let agent, agent.count != 12 || !agent.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") }) {
+                // The value is a secret: the message does not repeat it.
+                r.problem(d.mark(of: d.has("agent_id") ? "agent_id" : "agent_id_file"), d.path + ".agent_id",
+                          "an agent id is 12 characters of A-Z, a-z, 0-9, _ and - (the last part of https://agent.electricimp.com/<id>)")
+            }
+            var app: String?
+            if let (a, mark) = d.scalar("app") {
+                if known.contains(a.lowercased()) { app = a } else { r.problem(mark, d.path + ".app", "unknown profile '\(a)' (known: \(knownList))") }
+            }
+            d.finish()
+            m.devices.append(.init(name: name, agentID: agent ?? "", app: app))
+        }
+        s.finish()
+        return m
+    }
+
+    static func readImpProfile(_ name: String, _ ps: ConfigReader.Section) -> ImpProfile? {
+        let r = ps.reader
+        var p = ImpProfile(name: name.lowercased())
+        p.statePath = impPath(ps, "state", "/controller/state")
+        p.format = ImpProfile.Format(rawValue: ps.choice("format", "json", ImpProfile.Format.allCases.map(\.rawValue))) ?? .json
+        p.connected = ps.string("connected")
+        let reserved = ["agent", "device_connected", "app", "appcode", "action"]
+        for f in ps.list("fields") {
+            let fname = f.string("name") ?? ""
+            if fname.isEmpty || reserved.contains(fname) || Naming.slug(fname) != fname {
+                r.problem(f.mark(of: "name"), f.path + ".name", "a field name is lower-case [a-z0-9_] and not one of \(reserved.joined(separator: ", "))")
+            }
+            let from = f.string("from") ?? ""
+            if p.format == .dotted ? Int(from) == nil : !(from.isEmpty || from.hasPrefix("/")) {
+                r.problem(f.mark(of: "from"), f.path + ".from",
+                          p.format == .dotted ? "an index into the dotted string (0, 1, …)" : "a JSON Pointer such as /on or /world/utc")
+            }
+            let kind: ImpProfile.Kind
+            switch f.choice("type", "integer", ["power", "bool", "brightness", "integer", "text"]) {
+            case "power": kind = .power
+            case "bool": kind = .bool
+            case "brightness": kind = .brightness(rawMax: f.int("raw_max", 15, min: 1, max: 65_535))
+            case "text": kind = .text
+            default: kind = .integer(min: f.int("min", 0), max: f.int("max", 100))
+            }
+            var field = ImpProfile.Field(fname, from: from, kind, readOffset: f.int("read_offset", 0), setOffset: f.int("set_offset", 0))
+            if f.has("set") { field.set = impRequest(f.section("set")) }
+            f.finish()
+            p.fields.append(field)
+        }
+        for a in ps.list("actions") {
+            let aname = a.string("name") ?? ""
+            if aname.isEmpty { r.problem(a.mark, a.path + ".name", "every action needs a name") }
+            if let req = impRequest(a) { p.actions.append(ImpProfile.Action(aname, req, repoll: a.bool("repoll", true))) }
+            a.finish()
+        }
+        ps.finish()
+        return p
+    }
+
+    static func impPath(_ s: ConfigReader.Section, _ key: String, _ def: String) -> String {
+        guard let (v, mark) = s.scalar(key) else { return def }
+        if !v.hasPrefix("/") { s.reader.problem(mark, s.key(key), "a path on the agent, starting with /, got '\(v)'") }
+        return v
+    }
+
+    /// `{path, body}`: body is JSON text in which the string "{{value}}" stands for the value.
+    static func impRequest(_ s: ConfigReader.Section) -> ImpProfile.Request? {
+        let path = impPath(s, "path", "")
+        if path.isEmpty { s.reader.problem(s.mark, s.key("path"), "a request needs a path") }
+        var body: JSONValue = .object([:])
+        if let (text, mark) = s.scalar("body") {
+            do {
+                body = try JSONValue.parse(text)
+            } catch {
+                s.reader.problem(mark, s.key("body"), "not JSON (\(error.description)); write it as JSON text, e.g. '{\"setlight\": \"{{value}}\"}'")
+            }
+        }
+        if s.path.hasSuffix(".set") { s.finish() }
+        return path.isEmpty ? nil : ImpProfile.Request(path: path, body: body)
     }
 
     static func topicPrefix(_ s: ConfigReader.Section, _ key: String, _ def: String) -> String {
@@ -324,6 +444,14 @@ public struct SwitchyardConfig: Sendable, Equatable {
                          "poll_interval": .number(lifx.pollInterval), "default_transition": .number(lifx.defaultTransition),
                          "min_interval": .number(lifx.minInterval), "groups": .bool(lifx.groups), "locations": .bool(lifx.locations),
                          "names": .object(lifx.names.mapValues(JSONValue.string))]
+        }
+        if let imp {
+            o["imp"] = ["base_url": .string(imp.baseURL), "poll_interval": .number(imp.pollInterval), "timeout": .number(imp.timeout),
+                        "apps": .object(imp.apps.mapValues(JSONValue.string)),
+                        "profiles": .array(imp.profiles.map { .string($0.name) }),
+                        "devices": .array(imp.devices.map { d in
+                            ["name": .string(d.name), "agent_id": "***", "app": d.app.map(JSONValue.string) ?? .null]
+                        })]
         }
         return .object(o)
     }

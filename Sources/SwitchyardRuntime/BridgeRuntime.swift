@@ -6,6 +6,7 @@ import SwitchyardConfig
 import SwitchyardCore
 import SwitchyardMQTT
 import UnixSignals
+import ImpAdapter
 import LIFXAdapter
 import VirtualAdapter
 
@@ -40,6 +41,7 @@ public enum BridgeRuntime {
                                       sensorInterval: v.sensorInterval))
         }
         if let l = c.lifx { out.append(LIFXAdapter(settings: lifxSettings(l))) }
+        if let i = c.imp { out.append(ImpAdapter(settings: i)) }
         return out
     }
 
@@ -115,6 +117,7 @@ public enum BridgeRuntime {
         var changedAdapters: Set<String> = []
         if new.virtual != old.virtual { changedAdapters.insert("virtual") }
         if new.lifx != old.lifx { changedAdapters.insert("lifx") }
+        if new.imp != old.imp { changedAdapters.insert("imp") }
         await engine.replaceAdapters(adapters(new), restart: changedAdapters)
         current.value.withLock { $0 = new }
         await engine.setInfo(info(new, restartRequired: restart))
