@@ -54,7 +54,7 @@ public actor ImpAdapter: Adapter {
     let http: HTTPClient
     var context: AdapterContext?
     var states: [String: DeviceState] = [:]
-    var wakers: [String: Task<Void, Never>] = [:]
+    var followUps: [Task<Void, Never>] = []
 
     public init(settings: ImpSettings) {
         self.settings = settings
@@ -66,15 +66,19 @@ public actor ImpAdapter: Adapter {
 
     public func run(context: AdapterContext) async throws {
         self.context = context
-        defer { http.shutdown() }
+        defer {
+            for t in followUps { t.cancel() }
+            http.shutdown()
+        }
         await declare()
         await context.setStatus(settings.devices.isEmpty ? .disabled("no imp.devices configured") : .running)
         let n = settings.devices.count
         await withTaskGroup(of: Void.self) { group in
             for (i, d) in settings.devices.enumerated() {
-                // Spread over the interval, not fired at once.
-                let offset = settings.pollInterval * Double(i) / Double(max(n, 1))
-                group.addTask { await self.pollLoop(d, firstAfter: offset) }
+                // First reads staggered by 0.1 s (every device is known quickly), then each device keeps
+                // its own phase, spread over the interval: never all agents at once.
+                let phase = settings.pollInterval * Double(i) / Double(max(n, 1))
+                group.addTask { await self.pollLoop(d, first: 0.1 * Double(i), phase: phase) }
             }
         }
     }
@@ -119,10 +123,12 @@ public actor ImpAdapter: Adapter {
         // Controller does (the device restarts and the agent re-syncs it).
         await poll(d)
         if repoll {
-            Task { [weak self] in
+            followUps.removeAll { $0.isCancelled }
+            followUps.append(Task { [weak self] in
                 try? await Task.sleep(for: .seconds(5))
+                if Task.isCancelled { return }
                 await self?.poll(d)
-            }
+            })
         }
     }
 
@@ -138,11 +144,13 @@ public actor ImpAdapter: Adapter {
 
     // MARK: polling
 
-    func pollLoop(_ d: ImpSettings.Device, firstAfter offset: Double) async {
-        if offset > 0 { try? await Task.sleep(for: .seconds(offset)) }
+    func pollLoop(_ d: ImpSettings.Device, first: Double, phase: Double) async {
+        if first > 0 { try? await Task.sleep(for: .seconds(first)) }
+        var extra = phase
         while !Task.isCancelled {
             let wait = await poll(d)
-            try? await Task.sleep(for: .seconds(wait))
+            try? await Task.sleep(for: .seconds(wait + extra))
+            extra = 0
         }
     }
 

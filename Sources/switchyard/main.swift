@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ImpAdapter
 import Logging
 import SwitchyardConfig
 import SwitchyardCore
@@ -107,12 +108,25 @@ struct Demo: AsyncParsableCommand {
         l.apiURL = lifx.apiURL
         l.pollInterval = 10
         c.lifx = l
+        // Simulated Electric Imp agents: a MatrixClock, a BigClock and a Weather station.
+        let imp = try await ImpAgentSimulator.start(agents: [
+            .init(id: "demoMatrix01", app: .matrixClock, appcode: "E967EC6D-C1BD-48B7-B9E0-F9BE2A780EAA"),
+            .init(id: "demoBigClk02", app: .bigClock, appcode: "DCD2B79C-4467-433C-B0D3-7448EDA17575"),
+            .init(id: "demoWeathr03", app: .weather, appcode: "Weather"),
+        ])
+        var i = ImpSettings()
+        i.baseURL = imp.baseURL
+        i.pollInterval = 15
+        i.apps = ["E967EC6D-C1BD-48B7-B9E0-F9BE2A780EAA": "matrixclock", "DCD2B79C-4467-433C-B0D3-7448EDA17575": "bigclock"]
+        i.devices = [.init(name: "hall_clock", agentID: "demoMatrix01"), .init(name: "big_clock", agentID: "demoBigClk02"),
+                     .init(name: "weather", agentID: "demoWeathr03")]
+        c.imp = i
         let logger = try log.bootstrap(config: c)
         let b = baseTopic
         let p = port == 1883 ? "" : " -p \(port)"
         let banner = """
-        Switchyard demo: virtual devices and a simulated LIFX cloud (\(lifx.apiURL)) on mqtt://\(host):\(port),
-        base topic '\(b)'. Try, in another terminal:
+        Switchyard demo: virtual devices, a simulated LIFX cloud (\(lifx.apiURL)) and simulated Electric Imp
+        agents (\(imp.baseURL)) on mqtt://\(host):\(port), base topic '\(b)'. Try, in another terminal:
 
           mosquitto_sub\(p) -v -t '\(b)/#'
           mosquitto_pub\(p) -t \(b)/virtual/kitchen/set -m ON
@@ -132,6 +146,10 @@ struct Demo: AsyncParsableCommand {
           mosquitto_pub\(p) -t \(b)/lifx/kitchen/set -m '{"color": "mauve"}'    # rejected before any request: see \(b)/bridge/log
           mosquitto_pub\(p) -t \(b)/bridge/request/lifx/scenes -m ''
 
+          mosquitto_pub\(p) -t \(b)/imp/hall_clock/set -m '{"brightness": 100, "mode_24h": false}'
+          mosquitto_pub\(p) -t \(b)/imp/big_clock/set -m TOGGLE
+          mosquitto_pub\(p) -t \(b)/imp/weather/set/action -m update
+
         Ctrl-C stops the bridge (it publishes 'offline' first).
 
 
@@ -139,5 +157,6 @@ struct Demo: AsyncParsableCommand {
         FileHandle.standardOutput.write(Data(banner.utf8))   // unbuffered, also when piped
         try await BridgeRuntime.run(config: c, configPath: nil, logger: logger)
         await lifx.stop()
+        await imp.stop()
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import ImpAdapter
 import SwitchyardConfig
 import SwitchyardCore
 
@@ -179,5 +180,20 @@ import SwitchyardCore
         l.token = nil
         l.names = [:]
         #expect(l == SwitchyardConfig.LIFX())
+    }
+
+    @Test func theExampleImpBlockIsValidWithTheCodeDefaults() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let text = try String(contentsOf: root.appendingPathComponent("config.example.yaml"), encoding: .utf8)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let start = try #require(lines.firstIndex(of: "# imp:"))
+        let block = lines[start...].prefix { $0.hasPrefix("#") }.map { String($0.dropFirst(2)) }.joined(separator: "\n")
+        let c = try SwitchyardConfig.parse(yaml: block, file: "example", environment: ["IMP_HALL_CLOCK": "abcdefABCDEF"])
+        let imp = try #require(c.imp)
+        let defaults = ImpSettings()
+        #expect(imp.baseURL == defaults.baseURL && imp.pollInterval == defaults.pollInterval && imp.timeout == defaults.timeout)
+        #expect(imp.devices == [.init(name: "hall_clock", agentID: "abcdefABCDEF", app: "matrixclock")])
+        #expect(imp.profiles.first?.fields.map(\.name) == ["power", "brightness"])
+        #expect(c.redactedJSON["imp"]?["devices"]?.arrayValue?.first?["agent_id"] == "***")
     }
 }

@@ -1,0 +1,246 @@
+import Foundation
+import ImpAdapter
+import Logging
+import SwitchyardConfig
+import SwitchyardCore
+import SwitchyardMQTT
+import SwitchyardSimulators
+import SwitchyardTestSupport
+import Testing
+
+/// The bridge in-process with the Imp adapter, the agent simulator over real HTTP and a real Mosquitto.
+final class ImpHarness: Sendable {
+    let broker: Broker
+    let sim: ImpAgentSimulator
+    let transport: MosquittoTransport
+    let engine: BridgeEngine
+    let probe: MQTTProbe
+    let base: String
+    let runTask: Task<Void, Never>
+
+    static let matrix = "mAtr1x-Clk_1"
+    static let big = "bigClock0002"
+    static let weather = "weatherAg003"
+    static let matrixCode = "E967EC6D-C1BD-48B7-B9E0-F9BE2A780EAA"
+    static let bigCode = "DCD2B79C-4467-433C-B0D3-7448EDA17575"
+
+    private init(broker: Broker, sim: ImpAgentSimulator, transport: MosquittoTransport, engine: BridgeEngine, probe: MQTTProbe, base: String,
+                 runTask: Task<Void, Never>) {
+        self.broker = broker
+        self.sim = sim
+        self.transport = transport
+        self.engine = engine
+        self.probe = probe
+        self.base = base
+        self.runTask = runTask
+    }
+
+    /// `yaml` is the `imp:` section's body; `BASE_URL` in it is replaced by the simulator's URL.
+    static func start(yaml: String? = nil) async throws -> ImpHarness {
+        let broker = try await Broker.start()
+        let sim = try await ImpAgentSimulator.start(agents: [
+            .init(id: matrix, app: .matrixClock, appcode: matrixCode),
+            .init(id: big, app: .bigClock, appcode: bigCode),
+            .init(id: weather, app: .weather, appcode: "Weather"),
+        ])
+        let base = "sy\(UUID().uuidString.prefix(6).lowercased())"
+        let text = (yaml ?? """
+          poll_interval: 3600
+          apps:
+            \(matrixCode): matrixclock
+            \(bigCode): bigclock
+          devices:
+            - {name: hall_clock, agent_id: "${IMP_MATRIX}"}
+            - {name: big_clock, agent_id: \(big)}
+            - {name: weather, agent_id: \(weather)}
+        """).replacingOccurrences(of: "BASE_URL", with: sim.baseURL)
+        let config = try SwitchyardConfig.parse(yaml: "imp:\n  base_url: \(sim.baseURL)\n" + text, file: "t.yaml",
+                                                environment: ["IMP_MATRIX": matrix])
+        let probe = try await MQTTProbe.connect(port: broker.port)
+        try await probe.subscribe("\(base)/#", "homeassistant/#")
+        var logger = Logger(label: "imp-test")
+        logger.logLevel = .critical
+        let transport = MosquittoTransport(settings: MQTTSettings(port: broker.port, clientID: "switchyard-\(base)", keepalive: 10,
+                                                                  stateTopic: "\(base)/bridge/state", reconnectMinDelay: 0.1,
+                                                                  reconnectMaxDelay: 1, connectTimeout: 5), logger: logger)
+        let engine = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: base), version: "test", healthInterval: 3600),
+                                  transport: transport, logger: logger)
+        transport.start()
+        await engine.setInfo(["config": config.redactedJSON])
+        await engine.start(adapters: [ImpAdapter(settings: try #require(config.imp))])
+        return ImpHarness(broker: broker, sim: sim, transport: transport, engine: engine, probe: probe, base: base,
+                          runTask: Task { await engine.run() })
+    }
+
+    func stop() async {
+        runTask.cancel()
+        await engine.shutdown()
+        await transport.stop(timeout: 5)
+        probe.close()
+        await sim.stop()
+        broker.stop()
+    }
+
+    func topic(_ name: String) -> String { "\(base)/imp/\(name)" }
+
+    @discardableResult
+    func waitState(_ name: String, _ what: String = "", _ predicate: @escaping (JSONValue) -> Bool) async throws -> JSONValue {
+        let t = topic(name)
+        let ms = try await probe.waitFor("\(t) \(what)") { ms in ms.contains { $0.topic == t && (try? JSONValue.parse($0.payload)).map(predicate) == true } }
+        return try JSONValue.parse(ms.last { $0.topic == t && (try? JSONValue.parse($0.payload)).map(predicate) == true }!.payload)
+    }
+
+    var posts: [(String, JSONValue?)] {
+        sim.requests.filter { $0.method == "POST" }.map { ($0.path, try? JSONValue.parse($0.body)) }
+    }
+
+    func waitPosts(_ n: Int) async throws {
+        try await waitUntil("\(n) POSTs reach the agents") { self.posts.count >= n }
+    }
+}
+
+@Suite struct ImpTests {
+    @Test func appsAreDetectedByAppcodeAndStateIsNormalisedPerProfile() async throws {
+        let h = try await ImpHarness.start()
+        defer { Task { await h.stop() } }
+        let clock = try await h.waitState("hall_clock") { $0["agent"] == "online" }
+        #expect(clock["app"] == "matrixclock" && clock["appcode"] == .string(ImpHarness.matrixCode))
+        #expect(clock["power"] == "ON" && clock["brightness"] == 47 && clock["brightness_raw"] == 7)   // 7 of 15
+        #expect(clock["mode_24h"] == true && clock["utc"] == false && clock["device_connected"] == true)
+        // BigClock: a dotted string, brightness reported + 1.
+        let big = try await h.waitState("big_clock") { $0["agent"] == "online" }
+        #expect(big["app"] == "bigclock" && big["brightness_raw"] == 7 && big["brightness"] == 47 && big["power"] == "ON")
+        let weather = try await h.waitState("weather") { $0["agent"] == "online" }
+        #expect(weather["app"] == "weather" && weather["power"] == "ON")   // "Weather" is a published app code
+        for name in ["hall_clock", "big_clock", "weather"] {
+            try await h.probe.waitFor(topic: "\(h.topic(name))/availability", payload: "online")
+        }
+        // Discovery: power a switch, brightness a number, actions buttons.
+        let node = "switchyard_\(h.base)_imp_hall_clock"
+        try await h.probe.waitFor(topic: "homeassistant/switch/\(node)/power/config")
+        try await h.probe.waitFor(topic: "homeassistant/number/\(node)/brightness/config")
+        try await h.probe.waitFor(topic: "homeassistant/button/\(node)/action_reset/config")
+        // The agent ids are secrets: never published, bridge/info shows ***.
+        #expect(!h.probe.messages.contains { m in [ImpHarness.matrix, ImpHarness.big, ImpHarness.weather].contains { m.payload.contains($0) } })
+        // The MatrixClock's force flag is never stolen: /status is not polled.
+        #expect(!h.sim.requests.contains { $0.path.hasSuffix("/status") })
+    }
+
+    @Test func commandsReachTheRightEndpointWithTheRightJSON() async throws {
+        let h = try await ImpHarness.start()
+        defer { Task { await h.stop() } }
+        for name in ["hall_clock", "big_clock", "weather"] { try await h.waitState(name) { $0["agent"] == "online" } }
+        let m = "/\(ImpHarness.matrix)", b = "/\(ImpHarness.big)", w = "/\(ImpHarness.weather)"
+        let cases: [(String, String, String, String, JSONValue)] = [
+            ("hall_clock", "", #"{"power": "OFF", "mode_24h": false}"#, "\(m)/settings", ["setlight": false, "setmode": false]),
+            ("hall_clock", "/brightness", "100", "\(m)/settings", ["setbright": 15]),
+            ("big_clock", "/brightness", "100", "\(b)/settings", ["setbright": 16]),   // BigClock stores value − 1
+            ("big_clock", "", "TOGGLE", "\(b)/settings", ["setlight": false]),
+            ("weather", "", "OFF", "\(w)/settings", ["power": false]),               // idempotent, not the /update toggle
+            ("weather", "/action", "update", "\(w)/update", ["action": "update"]),
+            ("hall_clock", "/action", "reset", "\(m)/action", ["action": "reset"]),
+        ]
+        for (i, (name, field, payload, path, body)) in cases.enumerated() {
+            h.probe.publish("\(h.topic(name))/set\(field)", payload)
+            try await h.waitPosts(i + 1)
+            #expect(h.posts[i].0 == path, "\(name) \(payload)")
+            #expect(h.posts[i].1 == body, "\(name) \(payload)")
+        }
+        // The agents applied them, and the state read back says so.
+        #expect(h.sim.agent(ImpHarness.big)?.bright == 15 && h.sim.agent(ImpHarness.big)?.on == false)
+        #expect(h.sim.agent(ImpHarness.weather)?.on == false && h.sim.agent(ImpHarness.weather)?.updates == 1)
+        try await h.waitState("big_clock", "read back") { $0["brightness"] == 100 && $0["power"] == "OFF" }
+        try await h.waitState("hall_clock", "reset read back") { $0["brightness_raw"] == 15 && $0["power"] == "ON" }
+        #expect(h.sim.agent(ImpHarness.matrix)?.resets == 1)
+    }
+
+    @Test func aYAMLProfileWorksEndToEnd() async throws {
+        let h = try await ImpHarness.start(yaml: """
+          poll_interval: 3600
+          profiles:
+            lamp:
+              state: /settings
+              connected: /isconnected
+              fields:
+                - {name: level, from: /bright, type: integer, min: 0, max: 15, set: {path: /settings, body: '{"setbright": "{{value}}"}'}}
+                - {name: lit, from: /on, type: bool, set: {path: /settings, body: '{"setlight": "{{value}}"}'}}
+                - {name: offset, from: /world/offset, type: integer, min: -12, max: 12}
+              actions:
+                - {name: restart, path: /action, body: '{"action": "reboot"}', repoll: false}
+          devices:
+            - {name: desk, agent_id: \(ImpHarness.matrix), app: lamp}
+        """)
+        defer { Task { await h.stop() } }
+        let s = try await h.waitState("desk") { $0["agent"] == "online" }
+        #expect(s["app"] == "lamp" && s["level"] == 7 && s["lit"] == true && s["offset"] == 0)
+        h.probe.publish("\(h.topic("desk"))/set", #"{"level": 3, "lit": false}"#)
+        try await h.waitPosts(1)
+        #expect(h.posts[0].1 == ["setbright": 3, "setlight": false])
+        try await h.waitState("desk", "read back") { $0["level"] == 3 && $0["lit"] == false }
+        h.probe.publish("\(h.topic("desk"))/set/action", "restart")
+        try await waitUntil("rebooted") { h.sim.agent(ImpHarness.matrix)?.reboots == 1 }
+        // Unknown to the profile: refused by the core before any request.
+        h.probe.publish("\(h.topic("desk"))/set", #"{"power": "ON"}"#)
+        try await h.probe.waitFor("unknown field error") { ms in ms.contains { $0.topic == "\(h.base)/bridge/log" && $0.payload.contains("unknown field 'power'") } }
+        #expect(h.posts.count == 2)
+    }
+
+    @Test func agentGoneAndDeviceOfflineGiveTheRightAvailabilityAndRecover() async throws {
+        let h = try await ImpHarness.start()
+        defer { Task { await h.stop() } }
+        try await h.waitState("hall_clock") { $0["agent"] == "online" }
+        let avail = "\(h.topic("hall_clock"))/availability"
+        // The device drops off: the agent still answers, with isconnected false.
+        h.sim.setConnected(ImpHarness.matrix, false)
+        h.probe.publish("\(h.topic("hall_clock"))/get", "")
+        try await h.waitState("hall_clock", "device offline") { $0["agent"] == "online" && $0["device_connected"] == false }
+        try await h.probe.waitFor("offline") { ms in ms.last { $0.topic == avail }?.payload == "offline" }
+        h.probe.publish("\(h.topic("hall_clock"))/set", #"{"power": "OFF", "transaction": 5}"#)
+        let r = try await h.probe.waitFor(topic: "\(h.topic("hall_clock"))/result")
+        #expect(r.payload.contains("the device is offline") && r.payload.contains(#""status":"error""#))
+        #expect(h.posts.isEmpty)
+        // The agent disappears (re-enrolment): 404, agent offline, a warning; it comes back.
+        h.sim.setConnected(ImpHarness.matrix, true)
+        h.sim.setGone(ImpHarness.matrix, true)
+        h.probe.publish("\(h.topic("hall_clock"))/get", "")
+        try await h.waitState("hall_clock", "agent gone") { $0["agent"] == "offline" }
+        try await h.probe.waitFor("404 warning") { ms in
+            ms.contains { $0.topic == "\(h.base)/bridge/log" && $0.payload.contains("HTTP 404: the agent is gone or has moved") }
+        }
+        h.sim.setGone(ImpHarness.matrix, false)
+        h.probe.publish("\(h.topic("hall_clock"))/get", "")
+        try await h.waitState("hall_clock", "back") { $0["agent"] == "online" && $0["device_connected"] == true }
+        try await h.probe.waitFor("online again") { ms in ms.last { $0.topic == avail }?.payload == "online" }
+        // Rate limited: the agent is reported unreachable with the reason, then recovers.
+        h.sim.throttle(ImpHarness.big, count: 1)
+        h.probe.publish("\(h.topic("big_clock"))/get", "")
+        try await h.waitState("big_clock", "429") { $0["agent"] == "offline" }
+        h.probe.publish("\(h.topic("big_clock"))/get", "")
+        try await h.waitState("big_clock", "after 429") { $0["agent"] == "online" }
+        #expect(!h.probe.messages.contains { $0.payload.contains(ImpHarness.matrix) })
+    }
+
+    @Test func impConfigProblemsAreReportedWithoutRepeatingTheSecret() {
+        do {
+            _ = try SwitchyardConfig.parse(yaml: """
+            imp:
+              base_url: http://agent.example.com
+              devices:
+                - {name: a, agent_id: tooShort9}
+                - {name: b, agent_id: abcdefghijkl, app: toaster}
+              profiles:
+                p:
+                  format: dotted
+                  fields:
+                    - {name: x, from: /on, type: bool, set: {path: settings, body: '{oops'}}
+            """, file: "t.yaml")
+            Issue.record("expected problems")
+        } catch {
+            let paths = error.problems.map(\.path)
+            #expect(paths.contains("imp.base_url") && paths.contains("imp.devices[0].agent_id") && paths.contains("imp.devices[1].app"))
+            #expect(paths.contains("imp.profiles.p.fields[0].from") && paths.contains("imp.profiles.p.fields[0].set.path")
+                    && paths.contains("imp.profiles.p.fields[0].set.body"))
+            #expect(!error.description.contains("tooShort9"))
+        }
+    }
+}
