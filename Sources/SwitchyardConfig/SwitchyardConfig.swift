@@ -148,14 +148,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
             virtual.sensorInterval = v.double("sensor_interval", 30, min: 0.1, max: 86_400)
             var seen: Set<String> = []
             for d in v.list("devices") {
-                let name = d.string("name") ?? ""
-                if name.isEmpty {
-                    reader.problem(d.mark, d.path + ".name", "every device needs a name")
-                } else if let p = Naming.problem(withName: name) {
-                    reader.problem(d.mark(of: "name"), d.path + ".name", p)
-                } else if !seen.insert(name).inserted {
-                    reader.problem(d.mark(of: "name"), d.path + ".name", "duplicate device name '\(name)'")
-                }
+                let name = deviceName(d, seen: &seen, missing: "every device needs a name")
                 let type = d.choice("type", "light", ["light", "switch", "sensor"])
                 let label = d.string("label", name)
                 d.finish()
@@ -175,15 +168,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
     static func readLIFX(_ s: ConfigReader.Section) -> LIFX {
         var l = LIFX()
         l.token = s.secret("token")
-        if let (url, mark) = s.scalar("api_url") {
-            if let comps = URLComponents(string: url), let scheme = comps.scheme?.lowercased(), let host = comps.host, !host.isEmpty,
-               scheme == "https" || (scheme == "http" && ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host)) {
-                l.apiURL = url.hasSuffix("/") ? String(url.dropLast()) : url
-            } else {
-                s.reader.problem(mark, s.key("api_url"),
-                                 "expected an https:// URL (http:// only for a loopback simulator, the token must not travel in clear), got '\(url)'")
-            }
-        }
+        l.apiURL = cloudURL(s, "api_url", l.apiURL, secret: "the token")
         l.pollInterval = s.double("poll_interval", 30, min: 2, max: 86_400)
         l.defaultTransition = s.double("default_transition", 0.5, min: 0, max: 3600)
         l.minInterval = s.double("min_interval", 0.5, min: 0, max: 60)
@@ -207,17 +192,34 @@ public struct SwitchyardConfig: Sendable, Equatable {
         return l
     }
 
+    /// An upstream URL that carries a secret: https, or http only to a loopback simulator.
+    static func cloudURL(_ s: ConfigReader.Section, _ key: String, _ def: String, secret: String) -> String {
+        guard let (url, mark) = s.scalar(key) else { return def }
+        if let comps = URLComponents(string: url), let scheme = comps.scheme?.lowercased(), let host = comps.host, !host.isEmpty,
+           scheme == "https" || (scheme == "http" && ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host)) {
+            return url.hasSuffix("/") ? String(url.dropLast()) : url
+        }
+        s.reader.problem(mark, s.key(key), "expected an https:// URL (http:// only for a loopback simulator: \(secret) must not travel in clear), got '\(url)'")
+        return def
+    }
+
+    /// A device's `name`: present, a valid topic name, unique in its list.
+    static func deviceName(_ d: ConfigReader.Section, seen: inout Set<String>, missing: String) -> String {
+        let name = d.string("name") ?? ""
+        if name.isEmpty {
+            d.reader.problem(d.mark, d.path + ".name", missing)
+        } else if let p = Naming.problem(withName: name) {
+            d.reader.problem(d.mark(of: "name"), d.path + ".name", p)
+        } else if !seen.insert(name).inserted {
+            d.reader.problem(d.mark(of: "name"), d.path + ".name", "duplicate device name '\(name)'")
+        }
+        return name
+    }
+
     static func readImp(_ s: ConfigReader.Section) -> ImpSettings {
         let r = s.reader
         var m = ImpSettings()
-        if let (url, mark) = s.scalar("base_url") {
-            if let comps = URLComponents(string: url), let scheme = comps.scheme?.lowercased(), let host = comps.host, !host.isEmpty,
-               scheme == "https" || (scheme == "http" && ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host)) {
-                m.baseURL = url.hasSuffix("/") ? String(url.dropLast()) : url
-            } else {
-                r.problem(mark, s.key("base_url"), "expected an https:// URL (http:// only for a loopback simulator: agent ids are secrets), got '\(url)'")
-            }
-        }
+        m.baseURL = cloudURL(s, "base_url", m.baseURL, secret: "agent ids")
         m.pollInterval = s.double("poll_interval", 60, min: 5, max: 86_400)
         m.timeout = s.double("timeout", 60, min: 1, max: 600)
         for (name, ps) in s.sections("profiles") {
@@ -233,14 +235,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
         }
         var seen: Set<String> = []
         for d in s.list("devices") {
-            let name = d.string("name") ?? ""
-            if name.isEmpty {
-                r.problem(d.mark, d.path + ".name", "every imp device needs a name (its stable id)")
-            } else if let p = Naming.problem(withName: name) {
-                r.problem(d.mark(of: "name"), d.path + ".name", p)
-            } else if !seen.insert(name).inserted {
-                r.problem(d.mark(of: "name"), d.path + ".name", "duplicate device name '\(name)'")
-            }
+            let name = deviceName(d, seen: &seen, missing: "every imp device needs a name (its stable id)")
             let agent = d.secret("agent_id")
             if agent == nil, !d.has("agent_id_file") {
                 r.problem(d.mark, d.path, "give agent_id (or agent_id_file, or ${ENV}): the agent URL's last part")

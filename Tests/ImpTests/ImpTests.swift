@@ -12,11 +12,9 @@ import Testing
 final class ImpHarness: Sendable {
     let broker: Broker
     let sim: ImpAgentSimulator
-    let transport: MosquittoTransport
-    let engine: BridgeEngine
+    let bridge: InProcessBridge
     let probe: MQTTProbe
     let base: String
-    let runTask: Task<Void, Never>
 
     static let matrix = "mAtr1x-Clk_1"
     static let big = "bigClock0002"
@@ -24,15 +22,12 @@ final class ImpHarness: Sendable {
     static let matrixCode = "E967EC6D-C1BD-48B7-B9E0-F9BE2A780EAA"
     static let bigCode = "DCD2B79C-4467-433C-B0D3-7448EDA17575"
 
-    private init(broker: Broker, sim: ImpAgentSimulator, transport: MosquittoTransport, engine: BridgeEngine, probe: MQTTProbe, base: String,
-                 runTask: Task<Void, Never>) {
+    private init(broker: Broker, sim: ImpAgentSimulator, bridge: InProcessBridge, probe: MQTTProbe, base: String) {
         self.broker = broker
         self.sim = sim
-        self.transport = transport
-        self.engine = engine
+        self.bridge = bridge
         self.probe = probe
         self.base = base
-        self.runTask = runTask
     }
 
     /// `yaml` is the `imp:` section's body; `BASE_URL` in it is replaced by the simulator's URL.
@@ -58,24 +53,13 @@ final class ImpHarness: Sendable {
                                                 environment: ["IMP_MATRIX": matrix])
         let probe = try await MQTTProbe.connect(port: broker.port)
         try await probe.subscribe("\(base)/#", "homeassistant/#")
-        var logger = Logger(label: "imp-test")
-        logger.logLevel = .critical
-        let transport = MosquittoTransport(settings: MQTTSettings(port: broker.port, clientID: "switchyard-\(base)", keepalive: 10,
-                                                                  stateTopic: "\(base)/bridge/state", reconnectMinDelay: 0.1,
-                                                                  reconnectMaxDelay: 1, connectTimeout: 5), logger: logger)
-        let engine = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: base), version: "test", healthInterval: 3600),
-                                  transport: transport, logger: logger)
-        transport.start()
-        await engine.setInfo(["config": config.redactedJSON])
-        await engine.start(adapters: [ImpAdapter(settings: try #require(config.imp))])
-        return ImpHarness(broker: broker, sim: sim, transport: transport, engine: engine, probe: probe, base: base,
-                          runTask: Task { await engine.run() })
+        let bridge = await InProcessBridge.start(port: broker.port, base: base, adapters: [ImpAdapter(settings: try #require(config.imp))],
+                                                 info: ["config": config.redactedJSON])
+        return ImpHarness(broker: broker, sim: sim, bridge: bridge, probe: probe, base: base)
     }
 
     func stop() async {
-        runTask.cancel()
-        await engine.shutdown()
-        await transport.stop(timeout: 5)
+        await bridge.stop()
         probe.close()
         await sim.stop()
         broker.stop()
@@ -242,5 +226,41 @@ final class ImpHarness: Sendable {
                     && paths.contains("imp.profiles.p.fields[0].set.body"))
             #expect(!error.description.contains("tooShort9"))
         }
+    }
+}
+
+/// Profiles read the payloads quoted in imp-and-livecoding.md §1.4 (verbatim where the spec quotes one).
+@Suite struct ImpProfileTests {
+    @Test func bigClockReadsItsDottedSettingsString() throws {
+        let r = try ImpProfile.bigClock.read(Array("1.1.1.1.8.0.12.1.c.0".utf8))
+        #expect(r.connected == true)
+        #expect(r.fields["power"] == "ON" && r.fields["mode_24h"] == true && r.fields["utc"] == false)
+        #expect(r.fields["brightness_raw"] == 7 && r.fields["brightness"] == 47)   // 8 is brightness + 1
+        #expect(try ImpProfile.bigClock.read(Array("0.1.1.1.1.0.12.0.d.0".utf8)).connected == false)
+    }
+
+    @Test func matrixClockReadsItsWatchState() throws {
+        let r = try ImpProfile.matrixClock.read(Array(#"{"mode":true,"bright":0,"world":{"utc":true},"on":false,"isconnected":true}"#.utf8))
+        #expect(r.fields == ["mode_24h": true, "brightness": 0, "brightness_raw": 0, "utc": true, "power": "OFF"] && r.connected == true)
+    }
+
+    @Test func thermalForecastHomeWeatherAndGeneric() throws {
+        let t = try ImpProfile.thermalForecast.read(Array(#"{"ispowered":true,"isconnected":false,"brightness":10,"ledorient":"left"}"#.utf8))
+        #expect(t.fields["power"] == "ON" && t.fields["brightness"] == 67 && t.fields["orientation"] == "left" && t.connected == false)
+        #expect(try ImpProfile.homeWeather.read(Array("1".utf8)).connected == true)
+        #expect(throws: AdapterError.self) { try ImpProfile.homeWeather.read(Array("<html>".utf8)) }
+        let g = try ImpProfile.generic.read(Array(#"{"level":3,"isconnected":false}"#.utf8))
+        #expect(g.fields == ["level": 3] && g.connected == false)
+        #expect(try ImpProfile.generic.read(Array("0".utf8)).connected == false)
+    }
+
+    @Test func writesUseEachAppsUnit() {
+        let clockBright = ImpProfile.clock.fields.first { $0.name == "brightness" }!
+        let matrixBright = ImpProfile.matrixClock.fields.first { $0.name == "brightness" }!
+        #expect(ImpProfile.clock.wireValue(clockBright, 100, current: nil) == 16)    // Clock stores value − 1
+        #expect(ImpProfile.matrixClock.wireValue(matrixBright, 100, current: nil) == 15)
+        let power = ImpProfile.thermalForecast.fields.first { $0.name == "power" }!
+        #expect(power.set!.body(with: ImpProfile.thermalForecast.wireValue(power, "TOGGLE", current: "ON"))
+                == ["action": "power", "power": false])   // a JSON bool, not the watch's "0"
     }
 }

@@ -11,11 +11,10 @@ import SwitchyardTestSupport
 final class LIFXHarness: Sendable {
     let broker: Broker
     let sim: LIFXCloudSimulator
-    let transport: MosquittoTransport
-    let engine: BridgeEngine
+    let bridge: InProcessBridge
     let probe: MQTTProbe
     let base: String
-    let runTask: Task<Void, Never>
+    var engine: BridgeEngine { bridge.engine }
 
     static let token = "c87c0b4d7a9e4ad6a2c1-test-token"
     static let kitchen = "d073d5000001"
@@ -24,15 +23,12 @@ final class LIFXHarness: Sendable {
     static let hall = "d073d5000003"
     static let lounge = "group_06e3ec50395511e9a0757200055bf1c1"
 
-    private init(broker: Broker, sim: LIFXCloudSimulator, transport: MosquittoTransport, engine: BridgeEngine, probe: MQTTProbe,
-                 base: String, runTask: Task<Void, Never>) {
+    private init(broker: Broker, sim: LIFXCloudSimulator, bridge: InProcessBridge, probe: MQTTProbe, base: String) {
         self.broker = broker
         self.sim = sim
-        self.transport = transport
-        self.engine = engine
+        self.bridge = bridge
         self.probe = probe
         self.base = base
-        self.runTask = runTask
     }
 
     static func start(configure: (inout LIFXSettings) -> Void = { _ in }, simToken: String = token,
@@ -42,13 +38,6 @@ final class LIFXHarness: Sendable {
         let base = "sy\(UUID().uuidString.prefix(6).lowercased())"
         let probe = try await MQTTProbe.connect(port: broker.port)
         try await probe.subscribe("\(base)/#", "homeassistant/#")
-        var logger = Logger(label: "lifx-test")
-        logger.logLevel = .critical
-        let mqtt = MQTTSettings(host: "127.0.0.1", port: broker.port, clientID: "switchyard-\(base)", keepalive: 10,
-                                stateTopic: "\(base)/bridge/state", reconnectMinDelay: 0.1, reconnectMaxDelay: 1, connectTimeout: 5)
-        let transport = MosquittoTransport(settings: mqtt, logger: logger)
-        let engine = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: base), version: "test", healthInterval: 3600),
-                                  transport: transport, logger: logger)
         var settings = LIFXSettings()
         settings.token = token
         settings.apiURL = sim.apiURL
@@ -56,16 +45,12 @@ final class LIFXHarness: Sendable {
         settings.minInterval = 0.05
         settings.retryDelay = 0.05
         configure(&settings)
-        transport.start()
-        await engine.start(adapters: [LIFXAdapter(settings: settings)])
-        let task = Task { await engine.run() }
-        return LIFXHarness(broker: broker, sim: sim, transport: transport, engine: engine, probe: probe, base: base, runTask: task)
+        let bridge = await InProcessBridge.start(port: broker.port, base: base, adapters: [LIFXAdapter(settings: settings)])
+        return LIFXHarness(broker: broker, sim: sim, bridge: bridge, probe: probe, base: base)
     }
 
     func stop() async {
-        runTask.cancel()
-        await engine.shutdown()
-        await transport.stop(timeout: 5)
+        await bridge.stop()
         probe.close()
         await sim.stop()
         broker.stop()

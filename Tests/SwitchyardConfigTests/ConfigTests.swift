@@ -170,11 +170,7 @@ import SwitchyardCore
     }
 
     @Test func theExampleLIFXBlockShowsTheCodeDefaults() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let text = try String(contentsOf: root.appendingPathComponent("config.example.yaml"), encoding: .utf8)
-        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        let start = try #require(lines.firstIndex(of: "# lifx:"))
-        let block = lines[start...].prefix { $0.hasPrefix("#") }.map { String($0.dropFirst(2)) }.joined(separator: "\n")
+        let block = try exampleBlock("lifx")
         let c = try SwitchyardConfig.parse(yaml: block, file: "example", environment: ["LIFX_TOKEN": "x"])
         var l = try #require(c.lifx)
         l.token = nil
@@ -183,11 +179,7 @@ import SwitchyardCore
     }
 
     @Test func theExampleImpBlockIsValidWithTheCodeDefaults() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let text = try String(contentsOf: root.appendingPathComponent("config.example.yaml"), encoding: .utf8)
-        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        let start = try #require(lines.firstIndex(of: "# imp:"))
-        let block = lines[start...].prefix { $0.hasPrefix("#") }.map { String($0.dropFirst(2)) }.joined(separator: "\n")
+        let block = try exampleBlock("imp")
         let c = try SwitchyardConfig.parse(yaml: block, file: "example", environment: ["IMP_HALL_CLOCK": "abcdefABCDEF"])
         let imp = try #require(c.imp)
         let defaults = ImpSettings()
@@ -195,5 +187,14 @@ import SwitchyardCore
         #expect(imp.devices == [.init(name: "hall_clock", agentID: "abcdefABCDEF", app: "matrixclock")])
         #expect(imp.profiles.first?.fields.map(\.name) == ["power", "brightness"])
         #expect(c.redactedJSON["imp"]?["devices"]?.arrayValue?.first?["agent_id"] == "***")
+    }
+
+    /// A commented-out section of config.example.yaml, uncommented.
+    func exampleBlock(_ key: String) throws -> String {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let text = try String(contentsOf: root.appendingPathComponent("config.example.yaml"), encoding: .utf8)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let start = try #require(lines.firstIndex(of: "# \(key):"))
+        return lines[start...].prefix { $0.hasPrefix("#") }.map { String($0.dropFirst(2)) }.joined(separator: "\n")
     }
 }
