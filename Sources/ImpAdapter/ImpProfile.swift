@@ -132,7 +132,7 @@ public struct ImpProfile: Sendable, Equatable {
             guard parts.count >= 2 else { throw AdapterError("expected a dotted settings string from \(statePath), got '\(text.prefix(40))'") }
             raw = { key in Int(key).flatMap { $0 >= 0 && $0 < parts.count ? .string(parts[$0]) : nil } }
         }
-        if let c = connected_(raw) { connected = c }
+        if let c = readConnected(raw) { connected = c }
         for f in fields {
             guard let v = raw(f.from) else { continue }
             switch f.kind {
@@ -155,7 +155,7 @@ public struct ImpProfile: Sendable, Equatable {
         return Reading(fields: out, connected: connected)
     }
 
-    func connected_(_ raw: (String) -> JSONValue?) -> Bool? {
+    func readConnected(_ raw: (String) -> JSONValue?) -> Bool? {
         guard let c = connected, let v = raw(c) else { return nil }
         if format == .dotted, case .string(let s) = v { return s == "c" || s == "1" }
         return Self.truth(v)
