@@ -42,7 +42,7 @@ let package = Package(
         ], swiftSettings: strict),
         // YAML -> typed config, ${ENV} and *_file secrets, validation with file:line:column, redaction.
         .target(name: "SwitchyardConfig", dependencies: [
-            "SwitchyardCore", "ImpAdapter",
+            "SwitchyardCore", "ImpAdapter", "LivecodingAdapter",
             .product(name: "Yams", package: "Yams"),
         ], swiftSettings: strict),
         // Loopback servers that speak each upstream's real protocol (tests and `switchyard demo`).
@@ -54,16 +54,19 @@ let package = Package(
         .target(name: "LIFXAdapter", dependencies: ["SwitchyardCore", "SwitchyardHTTP"], swiftSettings: strict),
         // Electric Imp devices through their agents' HTTPS endpoints, with per-app profiles.
         .target(name: "ImpAdapter", dependencies: ["SwitchyardCore", "SwitchyardHTTP"], swiftSettings: strict),
+        // Livecoding.tv stream status: OAuth2 (authorisation command, rotating refresh tokens), paginated on-air list.
+        .target(name: "LivecodingAdapter", dependencies: ["SwitchyardCore", "SwitchyardHTTP"], swiftSettings: strict),
         // In-memory devices: for trying the bridge (`switchyard demo`) and for process-level tests.
         .target(name: "VirtualAdapter", dependencies: ["SwitchyardCore"], swiftSettings: strict),
         // Wiring: config -> transport + engine + adapters as Services under one ServiceGroup.
         .target(name: "SwitchyardRuntime", dependencies: [
             "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardHTTP", "VirtualAdapter", "LIFXAdapter", "ImpAdapter",
+            "LivecodingAdapter",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strict),
         .executableTarget(name: "switchyard", dependencies: [
-            "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore", "SwitchyardSimulators", "ImpAdapter",
+            "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore", "SwitchyardSimulators", "ImpAdapter", "LivecodingAdapter", "SwitchyardHTTP",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
@@ -81,11 +84,15 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ], path: "Tests/SwitchyardTestSupport", swiftSettings: strict),
         .testTarget(name: "SwitchyardCoreTests", dependencies: ["SwitchyardCore"], swiftSettings: strict),
-        .testTarget(name: "SwitchyardConfigTests", dependencies: ["SwitchyardConfig", "SwitchyardCore", "ImpAdapter"], swiftSettings: strict),
+        .testTarget(name: "SwitchyardConfigTests", dependencies: ["SwitchyardConfig", "SwitchyardCore", "ImpAdapter", "LivecodingAdapter"],
+                    swiftSettings: strict),
         .testTarget(name: "SwitchyardHTTPTests", dependencies: ["SwitchyardHTTP", "SwitchyardSimulators"], swiftSettings: strict),
         .testTarget(name: "ImpTests", dependencies: [
             "ImpAdapter", "SwitchyardConfig", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardMQTT",
             .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
+        .testTarget(name: "LivecodingTests", dependencies: [
+            "LivecodingAdapter", "SwitchyardConfig", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardHTTP",
         ], swiftSettings: strict),
         .testTarget(name: "LIFXTests", dependencies: [
             "LIFXAdapter", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardMQTT",

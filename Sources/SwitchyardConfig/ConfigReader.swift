@@ -172,6 +172,24 @@ final class ConfigReader {
             return out
         }
 
+        /// A list of plain values (`channels: [a, b]`), each with its mark.
+        func stringList(_ k: String) -> [(String, Mark?)] {
+            guard let n = node(k) else { return [] }
+            guard case .sequence(let seq) = n else {
+                reader.problem(n.mark, key(k), "expected a list, got \(Self.kind(n))")
+                return []
+            }
+            var out: [(String, Mark?)] = []
+            for item in seq {
+                guard case .scalar(let sc) = item else {
+                    reader.problem(item.mark, key(k), "expected single values in the list, got \(Self.kind(item))")
+                    continue
+                }
+                if let v = reader.expand(sc.string, mark: item.mark, path: key(k)) { out.append((v, item.mark)) }
+            }
+            return out
+        }
+
         /// A mapping of names to mappings (`profiles: {name: {...}}`).
         func sections(_ k: String) -> [(key: String, section: Section)] {
             let m = section(k)

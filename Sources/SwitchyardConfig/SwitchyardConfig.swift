@@ -1,5 +1,6 @@
 import Foundation
 import ImpAdapter
+import LivecodingAdapter
 import SwitchyardCore
 import Yams
 
@@ -93,6 +94,8 @@ public struct SwitchyardConfig: Sendable, Equatable {
     public var lifx: LIFX?
     /// `imp:` (Electric Imp agents).
     public var imp: ImpSettings?
+    /// `livecoding:` (Livecoding.tv stream status).
+    public var livecoding: LivecodingSettings?
     /// Every secret value read (for leak checks in tests); never printed.
     public var secretValues: [String] = []
 
@@ -159,6 +162,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
         }
         if top.has("lifx") { c.lifx = readLIFX(top.section("lifx")) }
         if top.has("imp") { c.imp = readImp(top.section("imp")) }
+        if top.has("livecoding") { c.livecoding = readLivecoding(top.section("livecoding"), stateDir: c.stateDir) }
         top.finish()
         c.secretValues = reader.secrets
         if !reader.problems.isEmpty { throw ConfigErrors(problems: reader.problems) }
@@ -187,6 +191,39 @@ public struct SwitchyardConfig: Sendable, Equatable {
             }
             seen[name] = id
             l.names[id.lowercased()] = name
+        }
+        s.finish()
+        return l
+    }
+
+    static func readLivecoding(_ s: ConfigReader.Section, stateDir: String) -> LivecodingSettings {
+        var l = LivecodingSettings()
+        l.apiURL = cloudURL(s, "api_url", l.apiURL, secret: "the token")
+        l.oauthURL = cloudURL(s, "oauth_url", l.oauthURL, secret: "the client secret")
+        l.clientID = s.string("client_id") ?? ""
+        if l.clientID.isEmpty { s.reader.problem(s.mark, s.key("client_id"), "the client id of the app registered with Livecoding is required") }
+        l.clientSecret = s.secret("client_secret")
+        let scopes = s.stringList("scopes").map(\.0)
+        if s.has("scopes") { l.scopes = scopes }
+        let known = ["read", "read:viewer", "read:user", "read:channel", "chat"]
+        for sc in l.scopes where !known.contains(sc) {
+            s.reader.problem(s.mark(of: "scopes"), s.key("scopes"), "unknown scope '\(sc)' (known: \(known.joined(separator: ", ")))")
+        }
+        if !l.scopes.contains("read") { s.reader.problem(s.mark(of: "scopes"), s.key("scopes"), "the read scope is required") }
+        l.tokenStore = s.string("token_store") ?? (stateDir as NSString).appendingPathComponent("livecoding-token.json")
+        l.redirectPort = s.int("redirect_port", 8080, min: 1, max: 65_535)
+        l.redirectURI = s.string("redirect_uri") ?? "http://localhost:\(l.redirectPort)/oauth-callback"
+        l.pollInterval = s.double("poll_interval", 60, min: 5, max: 86_400)
+        var seen: Set<String> = []
+        for (slug, mark) in s.stringList("channels") {
+            if let p = Naming.problem(withName: slug) {
+                s.reader.problem(mark, s.key("channels"), "'\(slug)': \(p)")
+            } else if slug.lowercased() == "auth" || slug.contains("/") {
+                s.reader.problem(mark, s.key("channels"), "'\(slug)' cannot be a channel name (auth is the authorisation topic; no /)")
+            } else if !seen.insert(slug.lowercased()).inserted {
+                s.reader.problem(mark, s.key("channels"), "duplicate channel '\(slug)'")
+            }
+            l.channels.append(slug)
         }
         s.finish()
         return l
@@ -447,6 +484,13 @@ public struct SwitchyardConfig: Sendable, Equatable {
                         "devices": .array(imp.devices.map { d in
                             ["name": .string(d.name), "agent_id": "***", "app": d.app.map(JSONValue.string) ?? .null]
                         })]
+        }
+        if let lc = livecoding {
+            o["livecoding"] = ["api_url": .string(lc.apiURL), "oauth_url": .string(lc.oauthURL), "client_id": .string(lc.clientID),
+                               "client_secret": lc.clientSecret == nil ? .null : "***", "scopes": .array(lc.scopes.map(JSONValue.string)),
+                               "token_store": .string(lc.tokenStore), "redirect_port": JSONValue(lc.redirectPort),
+                               "redirect_uri": .string(lc.redirectURI), "channels": .array(lc.channels.map(JSONValue.string)),
+                               "poll_interval": .number(lc.pollInterval)]
         }
         return .object(o)
     }

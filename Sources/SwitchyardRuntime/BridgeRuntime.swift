@@ -8,6 +8,7 @@ import SwitchyardMQTT
 import UnixSignals
 import ImpAdapter
 import LIFXAdapter
+import LivecodingAdapter
 import VirtualAdapter
 
 public let switchyardVersion = "0.1.0"
@@ -42,6 +43,7 @@ public enum BridgeRuntime {
         }
         if let l = c.lifx { out.append(LIFXAdapter(settings: lifxSettings(l))) }
         if let i = c.imp { out.append(ImpAdapter(settings: i)) }
+        if let l = c.livecoding { out.append(LivecodingAdapter(settings: l)) }
         return out
     }
 
@@ -118,6 +120,7 @@ public enum BridgeRuntime {
         if new.virtual != old.virtual { changedAdapters.insert("virtual") }
         if new.lifx != old.lifx { changedAdapters.insert("lifx") }
         if new.imp != old.imp { changedAdapters.insert("imp") }
+        if new.livecoding != old.livecoding { changedAdapters.insert("livecoding") }
         await engine.replaceAdapters(adapters(new), restart: changedAdapters)
         current.value.withLock { $0 = new }
         await engine.setInfo(info(new, restartRequired: restart))

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import ImpAdapter
+import LivecodingAdapter
+import SwitchyardHTTP
 import Logging
 import SwitchyardConfig
 import SwitchyardCore
@@ -30,7 +32,7 @@ struct Switchyard: AsyncParsableCommand {
         commandName: "switchyard",
         abstract: "Bridges LIFX, Nova, Electric Imp, Home Assistant and Livecoding onto MQTT.",
         version: switchyardVersion,
-        subcommands: [Run.self, CheckConfig.self, Demo.self])
+        subcommands: [Run.self, CheckConfig.self, Demo.self, Auth.self])
 }
 
 func loadOrExit(_ path: String) -> SwitchyardConfig {
@@ -71,6 +73,44 @@ struct CheckConfig: ParsableCommand {
     func run() throws {
         _ = loadOrExit(config)
         print("config OK")
+    }
+}
+
+struct Auth: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Authorise an upstream that needs a user's consent.",
+                                                    subcommands: [AuthLivecoding.self])
+}
+
+struct AuthLivecoding: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "livecoding",
+        abstract: "OAuth2 authorisation for Livecoding: prints a URL, waits for the redirect (or a pasted URL), saves the tokens.")
+
+    @Option(name: .shortAndLong, help: "The YAML config file (its livecoding section).")
+    var config: String
+    @Option(help: "Seconds to wait for the redirect.") var timeout = 300.0
+    @Flag(help: "Do not read a pasted redirect URL from standard input.") var noStdin = false
+
+    func run() async throws {
+        let c = loadOrExit(config)
+        guard let settings = c.livecoding else {
+            FileHandle.standardError.write(Data("\(config) has no livecoding section; nothing to authorise\n".utf8))
+            Foundation.exit(2)
+        }
+        do {
+            let tokens = try await LivecodingAuthorization.run(settings: settings, timeout: timeout, readStdin: !noStdin) { text in
+                FileHandle.standardOutput.write(Data(text.utf8))
+            }
+            let scope = tokens.scope.isEmpty ? settings.scopes.joined(separator: " ") : tokens.scope
+            FileHandle.standardOutput.write(Data("""
+            Authorised (scope: \(scope)). Tokens saved to \(settings.tokenStore) (mode 0600); the access token expires \
+            \(Timestamp.rfc3339(tokens.expiresAt)) and is refreshed by the running bridge, which picks the file up by itself.
+
+            """.utf8))
+        } catch {
+            FileHandle.standardError.write(Data("switchyard auth livecoding: \(error.message)\n".utf8))
+            Foundation.exit(1)
+        }
     }
 }
 
@@ -121,12 +161,30 @@ struct Demo: AsyncParsableCommand {
         i.devices = [.init(name: "hall_clock", agentID: "demoMatrix01"), .init(name: "big_clock", agentID: "demoBigClk02"),
                      .init(name: "weather", agentID: "demoWeathr03")]
         c.imp = i
+        // A simulated Livecoding.tv: three channels, two live; the demo authorises itself against it.
+        let lc = try await LivecodingSimulator.start(clientID: "demo-client", clientSecret: "demo-secret", channels: [
+            .init(slug: "karrmarr", live: true, viewers: 12, title: "Swift on Linux"),
+            .init(slug: "alice", live: false, title: "MQTT bridges"),
+            .init(slug: "bob", live: true, viewers: 3, title: "Home automation"),
+        ])
+        var lcs = LivecodingSettings()
+        lcs.apiURL = lc.apiURL
+        lcs.oauthURL = lc.oauthURL
+        lcs.clientID = "demo-client"
+        lcs.clientSecret = "demo-secret"
+        lcs.redirectURI = "http://localhost:8080/oauth-callback"
+        lcs.tokenStore = (c.stateDir as NSString).appendingPathComponent("livecoding-token.json")
+        lcs.channels = ["karrmarr", "alice", "bob"]
+        lcs.pollInterval = 15
+        try await demoAuthorise(lcs)
+        c.livecoding = lcs
         let logger = try log.bootstrap(config: c)
         let b = baseTopic
         let p = port == 1883 ? "" : " -p \(port)"
         let banner = """
-        Switchyard demo: virtual devices, a simulated LIFX cloud (\(lifx.apiURL)) and simulated Electric Imp
-        agents (\(imp.baseURL)) on mqtt://\(host):\(port), base topic '\(b)'. Try, in another terminal:
+        Switchyard demo: virtual devices, a simulated LIFX cloud (\(lifx.apiURL)), simulated Electric Imp
+        agents (\(imp.baseURL)) and a simulated Livecoding.tv (\(lc.apiURL)) on mqtt://\(host):\(port),
+        base topic '\(b)'. Try, in another terminal:
 
           mosquitto_sub\(p) -v -t '\(b)/#'
           mosquitto_pub\(p) -t \(b)/virtual/kitchen/set -m ON
@@ -150,6 +208,8 @@ struct Demo: AsyncParsableCommand {
           mosquitto_pub\(p) -t \(b)/imp/big_clock/set -m TOGGLE
           mosquitto_pub\(p) -t \(b)/imp/weather/set/action -m update
 
+          mosquitto_sub\(p) -v -t '\(b)/livecoding/#'
+
         Ctrl-C stops the bridge (it publishes 'offline' first).
 
 
@@ -158,5 +218,18 @@ struct Demo: AsyncParsableCommand {
         try await BridgeRuntime.run(config: c, configPath: nil, logger: logger)
         await lifx.stop()
         await imp.stop()
+        await lc.stop()
     }
+}
+
+/// The demo plays the user's browser once against the simulated provider, so that Livecoding shows
+/// channels at once (for real: `switchyard auth livecoding -c FILE`).
+func demoAuthorise(_ s: LivecodingSettings) async throws {
+    let http = HTTPClient()
+    defer { http.shutdown() }
+    let oauth = LivecodingOAuth(settings: s, http: http)
+    let r = try await http.send(HTTPRequest(url: oauth.authorizeURL(state: "demo")))
+    guard let location = r.headers["location"], let code = URLComponents(string: location)?.queryItems?.first(where: { $0.name == "code" })?.value
+    else { throw AdapterError("demo: the simulated provider did not redirect") }
+    try TokenStore(path: s.tokenStore).save(try await oauth.exchange(code: code))
 }

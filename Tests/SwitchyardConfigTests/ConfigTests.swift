@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import ImpAdapter
+import LivecodingAdapter
 import SwitchyardConfig
 import SwitchyardCore
 
@@ -187,6 +188,25 @@ import SwitchyardCore
         #expect(imp.devices == [.init(name: "hall_clock", agentID: "abcdefABCDEF", app: "matrixclock")])
         #expect(imp.profiles.first?.fields.map(\.name) == ["power", "brightness"])
         #expect(c.redactedJSON["imp"]?["devices"]?.arrayValue?.first?["agent_id"] == "***")
+    }
+
+    @Test func theExampleLivecodingBlockShowsTheCodeDefaults() throws {
+        let c = try SwitchyardConfig.parse(yaml: "state_dir: /srv/sy\n" + (try exampleBlock("livecoding")), file: "example",
+                                           environment: ["LIVECODING_SECRET": "s3cr3t"])
+        var l = try #require(c.livecoding)
+        #expect(l.tokenStore == "/srv/sy/livecoding-token.json" && l.clientSecret == "s3cr3t" && l.channels == ["karrmarr"])
+        #expect(c.redactedJSON["livecoding"]?["client_secret"] == "***")
+        l.clientID = ""
+        l.clientSecret = nil
+        l.channels = []
+        l.tokenStore = LivecodingSettings().tokenStore
+        #expect(l == LivecodingSettings())
+    }
+
+    @Test func livecodingChannelsMayNotBeNamedAuth() {
+        let p = problems("livecoding:\n  client_id: x\n  scopes: [chat]\n  channels: [ok, auth]\n")
+        #expect(p.contains { $0.path == "livecoding.channels" && $0.message.contains("'auth' cannot be a channel name") })
+        #expect(p.contains { $0.path == "livecoding.scopes" && $0.message.contains("read scope is required") })
     }
 
     /// A commented-out section of config.example.yaml, uncommented.

@@ -11,11 +11,13 @@ public final class ChildProcess: @unchecked Sendable {
     private let lock = NSLock()
 
     /// Starts `path` with `arguments`; stdout and stderr go to `outputFile` (appended).
-    public init(path: String, arguments: [String], environment: [String: String]? = nil, outputFile: String) throws {
+    /// `stdinFile`: what the child reads (a FIFO lets a test type into it).
+    public init(path: String, arguments: [String], environment: [String: String]? = nil, outputFile: String,
+                stdinFile: String = "/dev/null") throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 0, stdinFile, O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outputFile, O_WRONLY | O_CREAT | O_APPEND, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         // Threads of a Swift process run with signals blocked; the child must not inherit that mask,
