@@ -252,6 +252,7 @@ func mode(_ path: String) -> mode_t {
         let first = try await authorise(s.sim, store: s.store)
         var b = try await bridge(s)
         try await state(s, "alice", "live") { $0["live"] == true }
+        try await state(s, "carol", "the poll's last channel") { _ in true }   // the poll is over: no request in flight
         #expect(s.sim.tokenRequests.filter { $0 == "refresh_token" }.count >= 1)
         // The rotated refresh token is stored; the first one is dead.
         var stored = try #require(try TokenStore(path: s.store).load())
