@@ -19,6 +19,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
+        .package(url: "https://github.com/hummingbird-project/swift-websocket", from: "1.6.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
         // C libraries: module maps and tiny static-inline shims only.
@@ -56,6 +58,13 @@ let package = Package(
         .target(name: "ImpAdapter", dependencies: ["SwitchyardCore", "SwitchyardHTTP"], swiftSettings: strict),
         // Livecoding.tv stream status: OAuth2 (authorisation command, rotating refresh tokens), paginated on-air list.
         .target(name: "LivecodingAdapter", dependencies: ["SwitchyardCore", "SwitchyardHTTP"], swiftSettings: strict),
+        // Home Assistant mirror over the WebSocket API (states, events, allowed service calls).
+        .target(name: "HomeAssistantMirror", dependencies: [
+            "SwitchyardCore",
+            .product(name: "WSClient", package: "swift-websocket"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
         // In-memory devices: for trying the bridge (`switchyard demo`) and for process-level tests.
         .target(name: "VirtualAdapter", dependencies: ["SwitchyardCore"], swiftSettings: strict),
         // Wiring: config -> transport + engine + adapters as Services under one ServiceGroup.

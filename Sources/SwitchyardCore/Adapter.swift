@@ -23,6 +23,16 @@ public protocol Adapter: Sendable {
     func request(path: String, payload: JSONValue, context: AdapterContext) async throws -> JSONValue?
 }
 
+/// An adapter that mirrors an upstream's own topic tree under `<base>/<id>/` (the Home Assistant
+/// mirror) instead of declaring devices. The core still owns the publishing (through
+/// `AdapterContext.publish`), the outbox and the inbound checks; commands under `<base>/<id>/…/set`
+/// (and `/get`) reach `command(path:payload:)` raw, in arrival order, after the retained-flag, age and
+/// size checks.
+public protocol MirrorAdapter: Adapter {
+    /// `path` is relative to `<base>/<id>/`, e.g. `light/kitchen/set`.
+    func command(path: String, payload: [UInt8], context: AdapterContext) async throws
+}
+
 /// The outcome of an accepted command, still to come.
 public struct PendingCommand: Sendable {
     public let wait: @Sendable () async throws -> Void
@@ -69,6 +79,14 @@ public struct AdapterContext: Sendable {
     /// A warning or error a user should see on bridge/log.
     public func log(_ level: BridgeLogLevel, _ message: String, deviceID: String? = nil) async {
         await engine.adapterLog(adapterID, level, message, deviceID: deviceID)
+    }
+    /// Mirror adapters: publishes `<base>/<adapter>/<relative>` (QoS 1). An empty retained payload clears.
+    public func publish(_ relative: String, _ payload: [UInt8], retain: Bool) async {
+        await engine.mirrorPublish(adapterID, relative, payload, retain: retain)
+    }
+    /// Mirror adapters: `<base>/<adapter>/availability`, set `offline` by the core on clean shutdown.
+    public func setMirrorAvailable(_ available: Bool) async {
+        await engine.setMirrorAvailable(adapterID, available)
     }
     /// Adapter figures merged into this adapter's entry in bridge/health (rate budget, queue depth).
     public func setMetrics(_ metrics: [String: JSONValue]) async {

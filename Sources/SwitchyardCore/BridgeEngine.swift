@@ -43,6 +43,7 @@ public actor BridgeEngine {
 
     enum Work: Sendable {
         case command(DeviceCommand, topic: String, transaction: JSONValue?)
+        case mirror(path: String, payload: [UInt8], topic: String)
         case refresh(deviceID: String, topic: String)
     }
 
@@ -59,6 +60,7 @@ public actor BridgeEngine {
         var lastError: String?
         var lastOK: Date?
         var metrics: [String: JSONValue] = [:]
+        var mirrorAvailable: Bool?
         init(adapter: any Adapter) { self.adapter = adapter }
     }
 
@@ -197,6 +199,9 @@ public actor BridgeEngine {
             for (_, rec) in slot.devices.sorted(by: { $0.key < $1.key }) {
                 transport.publish(scheme.availability(adapter: id, name: rec.name), "offline", qos: 1, retain: true)
             }
+            if slot.mirrorAvailable != nil {
+                transport.publish("\(scheme.base)/\(id)/availability", "offline", qos: 1, retain: true)
+            }
         }
     }
 
@@ -229,9 +234,18 @@ public actor BridgeEngine {
         case .set(let adapter, let device, let field):
             if m.retain { ignoreRetained(m.topic); return }
             if tooOld(m) { return }
+            if let slot = slots[adapter], slot.adapter is any MirrorAdapter {
+                let path = "\(device)/set" + (field.map { "/\($0)" } ?? "")
+                enqueue(slot, .mirror(path: path, payload: m.payload, topic: m.topic), topic: m.topic, transaction: nil, resultTopic: nil)
+                return
+            }
             handleSet(adapter: adapter, device: device, field: field, message: m)
         case .get(let adapter, let device):
             if m.retain { ignoreRetained(m.topic); return }
+            if let slot = slots[adapter], slot.adapter is any MirrorAdapter {
+                enqueue(slot, .mirror(path: "\(device)/get", payload: m.payload, topic: m.topic), topic: m.topic, transaction: nil, resultTopic: nil)
+                return
+            }
             guard let (slot, id) = resolve(adapter: adapter, device: device, topic: m.topic, transaction: nil) else { return }
             enqueue(slot, .refresh(deviceID: id, topic: m.topic), topic: m.topic, transaction: nil, resultTopic: nil)
         case .other:
@@ -323,6 +337,13 @@ public actor BridgeEngine {
                 }
             } catch {
                 commandFailed(adapter.id, cmd.deviceID, error, topic: topic, transaction: transaction)
+            }
+        case .mirror(let path, let payload, let topic):
+            do {
+                guard let mirror = adapter as? any MirrorAdapter else { return }
+                try await mirror.command(path: path, payload: payload, context: context)
+            } catch {
+                reportError(Self.message(of: error), topic: topic, transaction: nil, resultTopic: nil)
             }
         case .refresh(let deviceID, let topic):
             do {
@@ -556,6 +577,17 @@ public actor BridgeEngine {
         guard let slot = slots[adapterID] else { return }
         slot.requests += 1
         if let error { slot.errors += 1; slot.lastError = error } else { slot.lastOK = Date() }
+    }
+
+    func mirrorPublish(_ adapterID: String, _ relative: String, _ payload: [UInt8], retain: Bool) {
+        guard slots[adapterID] != nil, !stopped else { return }
+        transport.publish("\(scheme.base)/\(adapterID)/\(relative)", payload, qos: 1, retain: retain)
+    }
+
+    func setMirrorAvailable(_ adapterID: String, _ available: Bool) {
+        guard let slot = slots[adapterID], !stopped, slot.mirrorAvailable != available else { return }
+        slot.mirrorAvailable = available
+        transport.publish("\(scheme.base)/\(adapterID)/availability", available ? "online" : "offline", qos: 1, retain: true)
     }
 
     func setMetrics(_ adapterID: String, _ metrics: [String: JSONValue]) {
