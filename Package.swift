@@ -44,11 +44,12 @@ let package = Package(
         ], swiftSettings: strict),
         // YAML -> typed config, ${ENV} and *_file secrets, validation with file:line:column, redaction.
         .target(name: "SwitchyardConfig", dependencies: [
-            "SwitchyardCore", "ImpAdapter", "LivecodingAdapter",
+            "SwitchyardCore", "ImpAdapter", "LivecodingAdapter", "HomeAssistantMirror",
             .product(name: "Yams", package: "Yams"),
         ], swiftSettings: strict),
         // Loopback servers that speak each upstream's real protocol (tests and `switchyard demo`).
         .target(name: "SwitchyardSimulators", dependencies: [
+            "SwitchyardCore",
             .product(name: "FlyingFox", package: "FlyingFox"),
             .product(name: "FlyingSocks", package: "FlyingFox"),
         ], swiftSettings: strict),
@@ -70,7 +71,7 @@ let package = Package(
         // Wiring: config -> transport + engine + adapters as Services under one ServiceGroup.
         .target(name: "SwitchyardRuntime", dependencies: [
             "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardHTTP", "VirtualAdapter", "LIFXAdapter", "ImpAdapter",
-            "LivecodingAdapter",
+            "LivecodingAdapter", "HomeAssistantMirror",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strict),
@@ -99,6 +100,9 @@ let package = Package(
         .testTarget(name: "ImpTests", dependencies: [
             "ImpAdapter", "SwitchyardConfig", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardMQTT",
             .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
+        .testTarget(name: "HATests", dependencies: [
+            "HomeAssistantMirror", "SwitchyardConfig", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardCore",
         ], swiftSettings: strict),
         .testTarget(name: "LivecodingTests", dependencies: [
             "LivecodingAdapter", "SwitchyardConfig", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardHTTP",

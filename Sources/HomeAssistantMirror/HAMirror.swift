@@ -65,7 +65,8 @@ public actor HAMirror: MirrorAdapter {
             } catch is CancellationError {
                 break
             } catch {
-                lastError = "cannot connect to \(Self.redactedURL(settings.url)): \(error)"
+                // After auth_invalid the server closes the socket; that is not the news.
+                if !authInvalid { lastError = "cannot connect to \(Self.redactedURL(settings.url)): \(error)" }
             }
             await disconnected()
             if Task.isCancelled { break }

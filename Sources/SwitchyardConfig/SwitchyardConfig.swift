@@ -1,4 +1,5 @@
 import Foundation
+import HomeAssistantMirror
 import ImpAdapter
 import LivecodingAdapter
 import SwitchyardCore
@@ -96,6 +97,8 @@ public struct SwitchyardConfig: Sendable, Equatable {
     public var imp: ImpSettings?
     /// `livecoding:` (Livecoding.tv stream status).
     public var livecoding: LivecodingSettings?
+    /// `ha:` (the Home Assistant mirror).
+    public var ha: HAMirrorSettings?
     /// Every secret value read (for leak checks in tests); never printed.
     public var secretValues: [String] = []
 
@@ -162,6 +165,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
         }
         if top.has("lifx") { c.lifx = readLIFX(top.section("lifx")) }
         if top.has("imp") { c.imp = readImp(top.section("imp")) }
+        if top.has("ha") { c.ha = readHA(top.section("ha"), base: c.mqtt.baseTopic) }
         if top.has("livecoding") { c.livecoding = readLivecoding(top.section("livecoding"), stateDir: c.stateDir) }
         top.finish()
         c.secretValues = reader.secrets
@@ -194,6 +198,35 @@ public struct SwitchyardConfig: Sendable, Equatable {
         }
         s.finish()
         return l
+    }
+
+    static func readHA(_ s: ConfigReader.Section, base: String) -> HAMirrorSettings {
+        var h = HAMirrorSettings()
+        if let (url, mark) = s.scalar("url") {
+            if let c = URLComponents(string: url), let scheme = c.scheme?.lowercased(), ["ws", "wss"].contains(scheme), c.host?.isEmpty == false {
+                h.url = url
+            } else {
+                s.reader.problem(mark, s.key("url"), "expected ws://host:8123/api/websocket or wss://…, got '\(url)'")
+            }
+        }
+        h.token = s.secret("token")
+        let entities = s.section("entities")
+        h.include = entities.stringList("include").map(\.0)
+        h.exclude = entities.stringList("exclude").map(\.0)
+        entities.finish()
+        h.events = s.stringList("events").map(\.0)
+        for (e, mark) in s.stringList("events") where e.isEmpty || e.contains("/") || e.contains("+") || e.contains("#") {
+            s.reader.problem(mark, s.key("events"), "'\(e)' cannot be an event topic segment")
+        }
+        h.publishAttributes = s.bool("publish_attributes", true)
+        h.publishTimestamps = s.bool("publish_timestamps", false)
+        let services = s.section("services")
+        h.allow = services.stringList("allow").map(\.0)
+        services.finish()
+        h.feed = HAMirrorSettings.Feed(rawValue: s.choice("feed", "entities", HAMirrorSettings.Feed.allCases.map(\.rawValue))) ?? .entities
+        h.ownUniqueIDPrefix = "switchyard_\(Naming.normaliseID(base))_"
+        s.finish()
+        return h
     }
 
     static func readLivecoding(_ s: ConfigReader.Section, stateDir: String) -> LivecodingSettings {
@@ -484,6 +517,13 @@ public struct SwitchyardConfig: Sendable, Equatable {
                         "devices": .array(imp.devices.map { d in
                             ["name": .string(d.name), "agent_id": "***", "app": d.app.map(JSONValue.string) ?? .null]
                         })]
+        }
+        if let ha {
+            o["ha"] = ["url": .string(ha.url), "token": ha.token == nil ? .null : "***",
+                       "entities": ["include": .array(ha.include.map(JSONValue.string)), "exclude": .array(ha.exclude.map(JSONValue.string))],
+                       "events": .array(ha.events.map(JSONValue.string)), "publish_attributes": .bool(ha.publishAttributes),
+                       "publish_timestamps": .bool(ha.publishTimestamps), "services": ["allow": .array(ha.allow.map(JSONValue.string))],
+                       "feed": .string(ha.feed.rawValue)]
         }
         if let lc = livecoding {
             o["livecoding"] = ["api_url": .string(lc.apiURL), "oauth_url": .string(lc.oauthURL), "client_id": .string(lc.clientID),

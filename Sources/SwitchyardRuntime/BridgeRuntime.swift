@@ -6,6 +6,7 @@ import SwitchyardConfig
 import SwitchyardCore
 import SwitchyardMQTT
 import UnixSignals
+import HomeAssistantMirror
 import ImpAdapter
 import LIFXAdapter
 import LivecodingAdapter
@@ -44,6 +45,7 @@ public enum BridgeRuntime {
         if let l = c.lifx { out.append(LIFXAdapter(settings: lifxSettings(l))) }
         if let i = c.imp { out.append(ImpAdapter(settings: i)) }
         if let l = c.livecoding { out.append(LivecodingAdapter(settings: l)) }
+        if let h = c.ha { out.append(HAMirror(settings: h)) }
         return out
     }
 
@@ -121,6 +123,7 @@ public enum BridgeRuntime {
         if new.lifx != old.lifx { changedAdapters.insert("lifx") }
         if new.imp != old.imp { changedAdapters.insert("imp") }
         if new.livecoding != old.livecoding { changedAdapters.insert("livecoding") }
+        if new.ha != old.ha { changedAdapters.insert("ha") }
         await engine.replaceAdapters(adapters(new), restart: changedAdapters)
         current.value.withLock { $0 = new }
         await engine.setInfo(info(new, restartRequired: restart))

@@ -1,0 +1,235 @@
+import Foundation
+import HomeAssistantMirror
+import SwitchyardConfig
+import SwitchyardCore
+import SwitchyardSimulators
+import SwitchyardTestSupport
+import Testing
+
+let haToken = "eyJhbGciOiJIUzI1NiJ9.test.\(UUID().uuidString)"
+
+/// The mirror in-process with the HA WebSocket simulator and a real Mosquitto.
+final class HAHarness: Sendable {
+    let broker: Broker
+    let sim: HomeAssistantSimulator
+    let bridge: InProcessBridge
+    let probe: MQTTProbe
+    let base: String
+
+    private init(broker: Broker, sim: HomeAssistantSimulator, bridge: InProcessBridge, probe: MQTTProbe, base: String) {
+        self.broker = broker
+        self.sim = sim
+        self.bridge = bridge
+        self.probe = probe
+        self.base = base
+    }
+
+    static func entities(base: String) -> [HomeAssistantSimulator.Entity] {
+        [
+            .init("input_boolean.test_switch", "off", ["editable": false, "friendly_name": "Test switch"]),
+            .init("light.kitchen", "on", ["brightness": 128, "friendly_name": "Kitchen", "supported_color_modes": ["brightness"]]),
+            .init("input_number.level", "3.0", ["min": 0, "max": 10, "step": 1, "friendly_name": "Level"]),
+            .init("sensor.outside", "21.5", ["unit_of_measurement": "°C", "friendly_name": "Outside"]),
+            .init("sensor.hidden_thing", "1", ["friendly_name": "Hidden"]),
+            // Made by this bridge's own discovery: never mirrored back.
+            .init("light.hall_lamp", "off", ["friendly_name": "Hall Lamp"], platform: "mqtt", uniqueID: "switchyard_\(base)_lifx_d073d5000003_light"),
+        ]
+    }
+
+    static func start(yaml: String = "", extra: [HomeAssistantSimulator.Entity] = [], simToken: String = haToken,
+                      tune: (inout HAMirrorSettings) -> Void = { _ in }) async throws -> HAHarness {
+        let broker = try await Broker.start()
+        let base = "sy\(UUID().uuidString.prefix(6).lowercased())"
+        let sim = try await HomeAssistantSimulator.start(token: simToken, entities: entities(base: base) + extra)
+        let c = try SwitchyardConfig.parse(yaml: """
+        mqtt:
+          base_topic: \(base)
+        ha:
+          url: \(sim.url)
+          token: ${HA_TOKEN}
+          entities: {exclude: ["sensor.hidden_*"]}
+        \(yaml)
+        """, file: "t.yaml", environment: ["HA_TOKEN": haToken])
+        var settings = try #require(c.ha)
+        settings.reconnectMinDelay = 0.1
+        settings.reconnectMaxDelay = 0.3
+        tune(&settings)
+        let probe = try await MQTTProbe.connect(port: broker.port)
+        try await probe.subscribe("\(base)/#")
+        let bridge = await InProcessBridge.start(port: broker.port, base: base, adapters: [HAMirror(settings: settings)],
+                                                 info: ["config": c.redactedJSON])
+        return HAHarness(broker: broker, sim: sim, bridge: bridge, probe: probe, base: base)
+    }
+
+    func stop() async {
+        await bridge.stop()
+        probe.close()
+        await sim.stop()
+        broker.stop()
+    }
+
+    func t(_ suffix: String) -> String { "\(base)/ha/\(suffix)" }
+
+    func waitTopic(_ suffix: String, _ payload: String? = nil) async throws {
+        try await probe.waitFor(topic: t(suffix), payload: payload)
+    }
+
+    /// Messages under <base>/ha/ (not availability).
+    var mirrored: [MQTTProbe.Message] { probe.messages.filter { $0.topic.hasPrefix("\(base)/ha/") && !$0.topic.hasSuffix("/ha/availability") } }
+
+    func errors() -> [String] {
+        probe.messages(on: "\(base)/bridge/log").compactMap { try? JSONValue.parse($0.payload) }
+            .filter { $0["level"] == "error" }.compactMap { $0["message"]?.stringValue }
+    }
+}
+
+@Suite struct HAMirrorTests {
+    @Test func theSnapshotIsMirroredLikeStatestream() async throws {
+        let h = try await HAHarness.start()
+        defer { Task { await h.stop() } }
+        try await h.waitTopic("availability", "online")
+        try await h.waitTopic("input_boolean/test_switch/state", "off")
+        try await h.waitTopic("input_boolean/test_switch/friendly_name", "\"Test switch\"")   // each attribute JSON-encoded
+        try await h.waitTopic("input_boolean/test_switch/editable", "false")
+        try await h.waitTopic("light/kitchen/supported_color_modes", #"["brightness"]"#)
+        try await h.waitTopic("sensor/outside/unit_of_measurement", "\"°C\"")
+        try await h.waitTopic("input_number/level/state", "3.0")
+        // Retained: a subscriber arriving later reads the mirror from the broker.
+        let late = try await MQTTProbe.connect(port: h.broker.port)
+        defer { late.close() }
+        try await late.subscribe("\(h.base)/ha/#")
+        try await late.waitFor(topic: h.t("light/kitchen/state"), payload: "on")
+        try await late.waitFor(topic: h.t("input_boolean/test_switch/friendly_name"))
+        #expect(late.messages.allSatisfy { $0.retain })
+        // Excluded by glob, and our own discovered entity: not mirrored.
+        #expect(!h.mirrored.contains { $0.topic.contains("hidden_thing") || $0.topic.contains("hall_lamp") })
+        // Timestamps only when asked for.
+        #expect(!h.mirrored.contains { $0.topic.hasSuffix("/last_changed") })
+        // The token is a secret.
+        #expect(!h.probe.messages.contains { $0.payload.contains(haToken) })
+        let info = try JSONValue.parse(try #require(h.probe.last("\(h.base)/bridge/info")))
+        #expect(info["config"]?["ha"]?["token"] == "***")
+    }
+
+    @Test func changesRepublishExactlyWhatChangedAndRemovalsClear() async throws {
+        let h = try await HAHarness.start()
+        defer { Task { await h.stop() } }
+        try await h.waitTopic("sensor/outside/friendly_name")
+        try await h.waitTopic("light/kitchen/brightness", "128")
+        h.probe.clear()
+        h.sim.set("light.kitchen", attributes: ["brightness": 200])
+        try await h.waitTopic("light/kitchen/brightness", "200")
+        // An attribute removed in HA: its topic is cleared.
+        h.sim.set("light.kitchen", remove: ["supported_color_modes"])
+        try await h.waitTopic("light/kitchen/supported_color_modes", "")
+        // A removed entity: every one of its topics is cleared.
+        h.sim.remove("sensor.outside")
+        for suffix in ["state", "friendly_name", "unit_of_measurement"] { try await h.waitTopic("sensor/outside/\(suffix)", "") }
+        await TestEnvironment.sleep(0.3)
+        let seen = h.mirrored.map { "\($0.topic.dropFirst(h.base.count + 4)) \($0.payload)" }.sorted()
+        #expect(seen == ["light/kitchen/brightness 200", "light/kitchen/supported_color_modes ", "sensor/outside/friendly_name ",
+                         "sensor/outside/state ", "sensor/outside/unit_of_measurement "])
+    }
+
+    @Test func subscribedEventsAreMirrored() async throws {
+        let h = try await HAHarness.start(yaml: "  events: [custom_event]")
+        defer { Task { await h.stop() } }
+        try await h.waitTopic("availability", "online")
+        try await waitUntil("the event subscription is in place") { h.sim.connected == 1 }
+        await TestEnvironment.sleep(0.2)
+        h.sim.fire("custom_event", ["x": 1])
+        let m = try await h.probe.waitFor(topic: h.t("_event/custom_event"))
+        let e = try JSONValue.parse(m.payload)
+        #expect(e["event_type"] == "custom_event" && e["event_data"] == ["x": 1] && e["origin"] == "LOCAL" && m.retain == false)
+        #expect(e["time_fired"] != nil && e["context"]?["id"] != nil)
+        // state_changed was not subscribed: no event topic for it.
+        h.sim.set("light.kitchen", state: "off")
+        try await h.waitTopic("light/kitchen/state", "off")
+        #expect(h.probe.messages(on: h.t("_event/state_changed")).isEmpty)
+    }
+
+    @Test func allowedCallsChangeStateAndDeniedOnesAreRefused() async throws {
+        let h = try await HAHarness.start(yaml: "  services: {allow: [\"input_boolean.*\", \"input_number.set_value\"]}")
+        defer { Task { await h.stop() } }
+        try await h.waitTopic("input_boolean/test_switch/state", "off")
+        h.probe.publish(h.t("input_boolean/test_switch/set"), "ON")
+        try await h.waitTopic("input_boolean/test_switch/state", "on")
+        let call = try #require(h.sim.calls.first)
+        #expect(call.domain == "input_boolean" && call.service == "turn_on" && call.target == ["entity_id": ["input_boolean.test_switch"]])
+        h.probe.publish("\(h.base)/bridge/request/ha/call",
+                        #"{"domain":"input_number","service":"set_value","data":{"value":7},"target":{"entity_id":"input_number.level"},"transaction":"c1"}"#)
+        let r = try JSONValue.parse(try await h.probe.waitFor(topic: "\(h.base)/bridge/response/ha/call").payload)
+        #expect(r["status"] == "ok" && r["transaction"] == "c1" && r["data"]?["context"]?["id"] != nil)
+        try await h.waitTopic("input_number/level/state", "7")
+        let callsBefore = h.sim.calls.count
+        // Not allow-listed; a target by area; an excluded entity: refused, nothing sent.
+        h.probe.publish(h.t("light/kitchen/set"), "OFF")
+        h.probe.publish("\(h.base)/bridge/request/ha/call", #"{"domain":"input_boolean","service":"toggle","target":{"area_id":"kitchen"}}"#)
+        h.probe.publish("\(h.base)/bridge/request/ha/call",
+                        #"{"domain":"input_boolean","service":"toggle","target":{"entity_id":"sensor.hidden_thing"}}"#)
+        try await waitUntil("three refusals") { h.errors().count >= 3 }
+        let errors = h.errors()
+        #expect(errors.contains { $0.contains("service light.turn_off is not allowed (ha.services.allow: input_boolean.*, input_number.set_value)") })
+        #expect(errors.contains { $0.contains("target area_id is not allowed") })
+        #expect(errors.contains { $0.contains("entity sensor.hidden_thing is not allowed") })
+        #expect(h.sim.calls.count == callsBefore)
+    }
+
+    @Test func aBadTokenIsSaidClearlyAndRetriedOnlySlowly() async throws {
+        let h = try await HAHarness.start(simToken: "another-token")
+        defer { Task { await h.stop() } }
+        try await h.probe.waitFor("auth_invalid in bridge/info") { ms in
+            ms.last { $0.topic == "\(h.base)/bridge/info" }?.payload.contains("Home Assistant refused the token (auth_invalid") == true
+        }
+        #expect(h.errors().contains { $0.contains("check ha.token") })
+        await TestEnvironment.sleep(1.5)   // the reconnect delay is 0.1–0.3 s: a fast retry would show here
+        #expect(h.sim.authAttempts == 1)
+        #expect(h.probe.last(h.t("availability")) == "offline")
+    }
+
+    @Test func aDroppedConnectionResyncsWithoutDuplicatesOrLostChanges() async throws {
+        let h = try await HAHarness.start(tune: { $0.reconnectMinDelay = 1; $0.reconnectMaxDelay = 1 })
+        defer { Task { await h.stop() } }
+        try await h.waitTopic("sensor/outside/unit_of_measurement")
+        try await h.waitTopic("light/kitchen/brightness", "128")
+        h.probe.clear()
+        h.sim.dropConnections()
+        // While the bridge is away: a change and a removal it never sees as events.
+        h.sim.set("input_boolean.test_switch", state: "on")
+        h.sim.remove("sensor.outside")
+        try await h.waitTopic("availability", "offline")
+        try await h.waitTopic("input_boolean/test_switch/state", "on")
+        for suffix in ["state", "friendly_name", "unit_of_measurement"] { try await h.waitTopic("sensor/outside/\(suffix)", "") }
+        try await h.waitTopic("availability", "online")
+        await TestEnvironment.sleep(0.3)
+        let seen = h.mirrored.map { "\($0.topic.dropFirst(h.base.count + 4)) \($0.payload)" }.sorted()
+        #expect(seen == ["input_boolean/test_switch/state on", "sensor/outside/friendly_name ", "sensor/outside/state ",
+                         "sensor/outside/unit_of_measurement "])
+        #expect(h.sim.connections == 2)
+    }
+
+    @Test func aDeadLinkIsNoticedByTheApplicationPing() async throws {
+        let h = try await HAHarness.start(tune: { $0.pingInterval = 0.3; $0.pingTimeout = 0.3 })
+        defer { Task { await h.stop() } }
+        try await h.waitTopic("availability", "online")
+        h.sim.setIgnorePings(true)
+        try await waitUntil("a reconnect after a missed pong") { h.sim.connections >= 2 }
+        h.sim.setIgnorePings(false)
+        try await h.probe.waitFor("online again") { ms in ms.last { $0.topic == h.t("availability") }?.payload == "online" }
+    }
+
+    @Test func aLargeGetStatesWithTheStateChangedFeed() async throws {
+        let blob = String(repeating: "x", count: 200 * 1024)
+        let h = try await HAHarness.start(yaml: "  feed: state_changed\n  publish_timestamps: true",
+                                          extra: [.init("sensor.big", "1", ["blob": .string(blob)])])
+        defer { Task { await h.stop() } }
+        let m = try await h.probe.waitFor(topic: h.t("sensor/big/blob"))
+        #expect(m.payload.count == blob.utf8.count + 2)
+        try await h.waitTopic("sensor/big/last_changed")
+        let changed = try #require(h.probe.last(h.t("sensor/big/last_changed")))
+        #expect(Timestamp.parse(changed) != nil && changed.hasSuffix("Z"))
+        // The state_changed feed follows changes too.
+        h.sim.set("light.kitchen", state: "off")
+        try await h.waitTopic("light/kitchen/state", "off")
+    }
+}
