@@ -77,6 +77,7 @@ let package = Package(
         ], swiftSettings: strict),
         .executableTarget(name: "switchyard", dependencies: [
             "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore", "SwitchyardSimulators", "ImpAdapter", "LivecodingAdapter", "SwitchyardHTTP",
+            "HomeAssistantMirror",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
@@ -84,6 +85,7 @@ let package = Package(
         // Benchmarks: figures as ratios to raw libmosquitto measured in the same run (`swift run -c release switchyard-bench`).
         .executableTarget(name: "switchyard-bench", dependencies: [
             "SwitchyardCore", "SwitchyardMQTT", "SwitchyardTestSupport", "CMosquitto", "LIFXAdapter", "SwitchyardSimulators",
+            "HomeAssistantMirror",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
@@ -94,7 +96,8 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ], path: "Tests/SwitchyardTestSupport", swiftSettings: strict),
         .testTarget(name: "SwitchyardCoreTests", dependencies: ["SwitchyardCore"], swiftSettings: strict),
-        .testTarget(name: "SwitchyardConfigTests", dependencies: ["SwitchyardConfig", "SwitchyardCore", "ImpAdapter", "LivecodingAdapter"],
+        .testTarget(name: "SwitchyardConfigTests", dependencies: ["SwitchyardConfig", "SwitchyardCore", "ImpAdapter", "LivecodingAdapter",
+                                                          "HomeAssistantMirror"],
                     swiftSettings: strict),
         .testTarget(name: "SwitchyardHTTPTests", dependencies: ["SwitchyardHTTP", "SwitchyardSimulators"], swiftSettings: strict),
         .testTarget(name: "ImpTests", dependencies: [

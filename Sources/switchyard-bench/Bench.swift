@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HomeAssistantMirror
 import LIFXAdapter
 import Logging
 import SwitchyardCore
@@ -45,7 +46,7 @@ struct SwitchyardBench: AsyncParsableCommand {
         commandName: "switchyard-bench",
         abstract: "Measures the bridge against raw libmosquitto on a broker it starts itself (loopback).")
 
-    @Option(help: "Scenarios to run: publish, command-latency, startup, memory, lifx-budget (default: all).")
+    @Option(help: "Scenarios to run: publish, ha-mirror, command-latency, startup, memory, lifx-budget (default: all).")
     var scenario: [String] = []
     @Flag(help: "Print the figures as JSON.") var json = false
     @Option(help: "State updates for the publish scenario.") var messages = 20_000
@@ -54,7 +55,7 @@ struct SwitchyardBench: AsyncParsableCommand {
     @Option(help: "Seconds of command churn before reading memory.") var churnSeconds = 60.0
 
     func run() async throws {
-        let all = ["publish", "command-latency", "startup", "memory", "lifx-budget"]
+        let all = ["publish", "ha-mirror", "command-latency", "startup", "memory", "lifx-budget"]
         let chosen = scenario.isEmpty ? all : scenario
         for s in chosen where !all.contains(s) { throw ValidationError("unknown scenario '\(s)' (known: \(all.joined(separator: ", ")))") }
         let broker = try await Broker.start(extraConfig: "max_inflight_messages 100\nset_tcp_nodelay true")
@@ -72,6 +73,11 @@ struct SwitchyardBench: AsyncParsableCommand {
             figures.append(Figure(scenario: "publish", name: "bridge state updates→subscriber (final values)", value: rate, unit: "upd/s",
                                   ratio: rate / rawRate))
             figures.append(Figure(scenario: "publish", name: "messages delivered for \(messages) updates (coalesced)", value: Double(delivered), unit: "msgs"))
+        }
+        if chosen.contains("ha-mirror") {
+            let rate = try await haMirrorRate(port: broker.port)
+            figures.append(Figure(scenario: "ha-mirror", name: "HA state changes→subscriber (mirrored topics)", value: rate, unit: "chg/s",
+                                  ratio: rate / rawRate))
         }
         if chosen.contains("command-latency") {
             let (p50, p99, max) = try await commandLatency(port: broker.port)
@@ -329,5 +335,43 @@ struct SwitchyardBench: AsyncParsableCommand {
         await transport.stop(timeout: 2)
         await sim.stop()
         return (slider, fanout)
+    }
+
+    /// State changes made inside the simulated Home Assistant (`subscribe_entities` diffs over a real
+    /// WebSocket) until every entity's final state has reached a subscriber as `<base>/ha/.../state`.
+    func haMirrorRate(port: Int) async throws -> Double {
+        let base = "ha\(UUID().uuidString.prefix(4).lowercased())"
+        let entities = (0..<devices).map { HomeAssistantSimulator.Entity("input_number.n\($0)", "0", ["friendly_name": .string("N \($0)")]) }
+        let sim = try await HomeAssistantSimulator.start(token: "bench", entities: entities)
+        let sub = try await CountingSubscriber(port: port, filters: ["\(base)/ha/input_number/+/state"], trackTopics: true)
+        defer { sub.close() }
+        var logger = Logger(label: "bench")
+        logger.logLevel = .error
+        let transport = MosquittoTransport(settings: MQTTSettings(port: port, clientID: "bench-\(base)", stateTopic: "\(base)/bridge/state",
+                                                                  maxEvents: 100_000), logger: logger)
+        let engine = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: base), discovery: false, version: "bench",
+                                                           healthInterval: 3600), transport: transport, logger: logger)
+        var settings = HAMirrorSettings()
+        settings.url = sim.url
+        settings.token = "bench"
+        settings.publishAttributes = false
+        transport.start()
+        await engine.start(adapters: [HAMirror(settings: settings)])
+        let task = Task { await engine.run() }
+        guard await sub.waitForTopics(devices, timeout: 60) else { throw BenchError("ha-mirror: the snapshot did not arrive") }
+        var final: [String: String] = [:]
+        let start = Date()
+        for i in 1...messages {
+            let k = i % devices
+            sim.set("input_number.n\(k)", state: "\(i)")
+            final["\(base)/ha/input_number/n\(k)/state"] = "\(i)"
+        }
+        guard await sub.waitForFinal(final, timeout: 120) else { throw BenchError("ha-mirror: final states did not all arrive") }
+        let rate = Double(messages) / Date().timeIntervalSince(start)
+        task.cancel()
+        await engine.shutdown()
+        await transport.stop(timeout: 2)
+        await sim.stop()
+        return rate
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HomeAssistantMirror
 import ImpAdapter
 import LivecodingAdapter
 import SwitchyardHTTP
@@ -178,13 +179,26 @@ struct Demo: AsyncParsableCommand {
         lcs.pollInterval = 15
         try await demoAuthorise(lcs)
         c.livecoding = lcs
+        // A simulated Home Assistant: a few helpers and lights to mirror; switches may be called.
+        let ha = try await HomeAssistantSimulator.start(token: "demo-token", entities: [
+            .init("input_boolean.guest_mode", "off", ["editable": false, "friendly_name": "Guest mode"]),
+            .init("light.porch", "on", ["brightness": 128, "friendly_name": "Porch", "supported_color_modes": ["brightness"]]),
+            .init("input_number.target_temp", "20.5", ["min": 10, "max": 30, "step": 0.5, "friendly_name": "Target temperature"]),
+            .init("sensor.outside", "7.5", ["unit_of_measurement": "°C", "friendly_name": "Outside"]),
+        ])
+        var h = HAMirrorSettings()
+        h.url = ha.url
+        h.token = "demo-token"
+        h.allow = ["input_boolean.*", "light.*", "input_number.set_value"]
+        h.ownUniqueIDPrefix = "switchyard_\(Naming.normaliseID(baseTopic))_"
+        c.ha = h
         let logger = try log.bootstrap(config: c)
         let b = baseTopic
         let p = port == 1883 ? "" : " -p \(port)"
         let banner = """
         Switchyard demo: virtual devices, a simulated LIFX cloud (\(lifx.apiURL)), simulated Electric Imp
-        agents (\(imp.baseURL)) and a simulated Livecoding.tv (\(lc.apiURL)) on mqtt://\(host):\(port),
-        base topic '\(b)'. Try, in another terminal:
+        agents (\(imp.baseURL)), a simulated Livecoding.tv (\(lc.apiURL)) and a simulated Home Assistant
+        (\(ha.url)) on mqtt://\(host):\(port), base topic '\(b)'. Try, in another terminal:
 
           mosquitto_sub\(p) -v -t '\(b)/#'
           mosquitto_pub\(p) -t \(b)/virtual/kitchen/set -m ON
@@ -210,6 +224,11 @@ struct Demo: AsyncParsableCommand {
 
           mosquitto_sub\(p) -v -t '\(b)/livecoding/#'
 
+          mosquitto_sub\(p) -v -t '\(b)/ha/#'
+          mosquitto_pub\(p) -t \(b)/ha/input_boolean/guest_mode/set -m TOGGLE
+          mosquitto_pub\(p) -t \(b)/ha/input_number/target_temp/set -m '{"service": "set_value", "data": {"value": 21}}'
+          mosquitto_pub\(p) -t \(b)/ha/sensor/outside/set -m ON     # refused: not in ha.services.allow, see \(b)/bridge/log
+
         Ctrl-C stops the bridge (it publishes 'offline' first).
 
 
@@ -219,6 +238,7 @@ struct Demo: AsyncParsableCommand {
         await lifx.stop()
         await imp.stop()
         await lc.stop()
+        await ha.stop()
     }
 }
 

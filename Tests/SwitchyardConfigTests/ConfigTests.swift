@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import HomeAssistantMirror
 import ImpAdapter
 import LivecodingAdapter
 import SwitchyardConfig
@@ -207,6 +208,15 @@ import SwitchyardCore
         let p = problems("livecoding:\n  client_id: x\n  scopes: [chat]\n  channels: [ok, auth]\n")
         #expect(p.contains { $0.path == "livecoding.channels" && $0.message.contains("'auth' cannot be a channel name") })
         #expect(p.contains { $0.path == "livecoding.scopes" && $0.message.contains("read scope is required") })
+    }
+
+    @Test func theExampleHABlockShowsTheCodeDefaults() throws {
+        let c = try SwitchyardConfig.parse(yaml: try exampleBlock("ha"), file: "example", environment: ["HA_TOKEN": "t0k"])
+        var h = try #require(c.ha)
+        #expect(h.token == "t0k" && c.redactedJSON["ha"]?["token"] == "***")
+        h.token = nil
+        #expect(h == HAMirrorSettings())
+        #expect(problems("ha:\n  url: http://ha:8123\n  feed: rest\n").map(\.path) == ["ha.url", "ha.feed"])
     }
 
     /// A commented-out section of config.example.yaml, uncommented.

@@ -17,8 +17,9 @@ import SwitchyardTestSupport
         let json = try JSONValue.parse(String(text[text.firstIndex(of: "[")!...]))
         guard case .array(let figures) = json else { Issue.record("not a list: \(text)"); return }
         let scenarios = Set(figures.compactMap { $0["scenario"]?.stringValue })
-        #expect(scenarios == ["baseline", "publish", "command-latency", "startup", "memory", "lifx-budget"])
+        #expect(scenarios == ["baseline", "publish", "ha-mirror", "command-latency", "startup", "memory", "lifx-budget"])
         for f in figures { #expect((f["value"]?.doubleValue ?? 0) > 0, "\(f.serialized)") }
         #expect(figures.contains { $0["scenario"] == "publish" && ($0["ratio"]?.doubleValue ?? 0) > 0 })
+        #expect(figures.contains { $0["scenario"] == "ha-mirror" && ($0["ratio"]?.doubleValue ?? 0) > 0 })
     }
 }
