@@ -339,10 +339,12 @@ public final class HomeAssistantSimulator: Sendable {
         let eid = (n ?? old)!.entityID
         s.entities[eid] = n
         var out: Outbox = [:]
-        let stateChanged: SwitchyardCore.JSONValue = [
+        let clock = s.clock, ctx = s.ctx
+        // Built only when someone subscribed to state_changed (full states are the expensive part).
+        lazy var stateChanged: SwitchyardCore.JSONValue = [
             "event_type": "state_changed",
             "data": ["entity_id": .string(eid), "old_state": old.map(full) ?? .null, "new_state": n.map(full) ?? .null],
-            "origin": "LOCAL", "time_fired": .string(iso(s.clock)), "context": ["id": .string("CTX\(s.ctx)"), "parent_id": .null, "user_id": .null],
+            "origin": "LOCAL", "time_fired": .string(iso(clock)), "context": ["id": .string("CTX\(ctx)"), "parent_id": .null, "user_id": .null],
         ]
         for (cid, c) in s.conns where c.authed {
             for (sid, sub) in c.subs.sorted(by: { $0.key < $1.key }) {
@@ -387,10 +389,14 @@ public final class HomeAssistantSimulator: Sendable {
         return out
     }
 
+    /// HA's isoformat: `2026-11-22T10:46:35.964034+00:00`.
     static func iso(_ t: Double) -> String {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return f.string(from: Date(timeIntervalSince1970: t)).replacingOccurrences(of: "Z", with: "+00:00")
+        var secs = time_t(t.rounded(.down))
+        var tm = tm()
+        gmtime_r(&secs, &tm)
+        let micros = Int(((t - t.rounded(.down)) * 1_000_000).rounded())
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%06d+00:00", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                      tm.tm_sec, min(micros, 999_999))
     }
 
     static func full(_ e: Entity) -> SwitchyardCore.JSONValue {
