@@ -128,7 +128,7 @@ struct SwitchyardBench: AsyncParsableCommand {
         return Double(count) / sub.lastAt.timeIntervalSince(start)
     }
 
-    func makeBridge(port: Int, base: String, adapter: BenchAdapter) async -> (MosquittoTransport, BridgeEngine, Task<Void, Never>) {
+    func makeBridge(port: Int, base: String, adapter: any Adapter) async -> (MosquittoTransport, BridgeEngine, Task<Void, Never>) {
         var logger = Logger(label: "bench")
         logger.logLevel = .error
         let transport = MosquittoTransport(settings: MQTTSettings(port: port, clientID: "bench-\(base)", stateTopic: "\(base)/bridge/state",
@@ -241,20 +241,13 @@ struct SwitchyardBench: AsyncParsableCommand {
         let token = "bench-token"
         let sim = try await LIFXCloudSimulator.start(token: token, lights: lights)
         sim.setRateLimit(rateLimit, window: 60)
-        var logger = Logger(label: "bench")
-        logger.logLevel = .error
-        let transport = MosquittoTransport(settings: MQTTSettings(port: port, clientID: "bench-\(base)", stateTopic: "\(base)/bridge/state"),
-                                           logger: logger)
-        let engine = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: base), discovery: false, version: "bench",
-                                                           healthInterval: 3600), transport: transport, logger: logger)
         var settings = LIFXSettings()
         settings.token = token
         settings.apiURL = sim.apiURL
         settings.pollInterval = 3600
         settings.minInterval = minInterval
-        transport.start()
-        await engine.start(adapters: [LIFXAdapter(settings: settings)])
-        return (sim, transport, engine, Task { await engine.run() })
+        let (transport, engine, task) = await makeBridge(port: port, base: base, adapter: LIFXAdapter(settings: settings))
+        return (sim, transport, engine, task)
     }
 
     static func benchLights(_ n: Int) -> [LIFXCloudSimulator.Light] {
@@ -345,19 +338,11 @@ struct SwitchyardBench: AsyncParsableCommand {
         let sim = try await HomeAssistantSimulator.start(token: "bench", entities: entities)
         let sub = try await CountingSubscriber(port: port, filters: ["\(base)/ha/input_number/+/state"], trackTopics: true)
         defer { sub.close() }
-        var logger = Logger(label: "bench")
-        logger.logLevel = .error
-        let transport = MosquittoTransport(settings: MQTTSettings(port: port, clientID: "bench-\(base)", stateTopic: "\(base)/bridge/state",
-                                                                  maxEvents: 100_000), logger: logger)
-        let engine = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: base), discovery: false, version: "bench",
-                                                           healthInterval: 3600), transport: transport, logger: logger)
         var settings = HAMirrorSettings()
         settings.url = sim.url
         settings.token = "bench"
         settings.publishAttributes = false
-        transport.start()
-        await engine.start(adapters: [HAMirror(settings: settings)])
-        let task = Task { await engine.run() }
+        let (transport, engine, task) = await makeBridge(port: port, base: base, adapter: HAMirror(settings: settings))
         guard await sub.waitForTopics(devices, timeout: 60) else { throw BenchError("ha-mirror: the snapshot did not arrive") }
         var final: [String: String] = [:]
         let start = Date()
