@@ -63,6 +63,7 @@ public final class HomeAssistantSimulator: Sendable {
         var nextConn = 0
         var rejectToken = false
         var ignorePings = false
+        var holdCalls = false
         var calls: [Call] = []
         var connections = 0
         var authAttempts = 0
@@ -126,6 +127,8 @@ public final class HomeAssistantSimulator: Sendable {
 
     public func setRejectToken(_ reject: Bool) { state.withLock { $0.rejectToken = reject } }
     public func setIgnorePings(_ ignore: Bool) { state.withLock { $0.ignorePings = ignore } }
+    /// Service calls are recorded but neither carried out nor answered (HA busy, then gone).
+    public func setHoldCalls(_ hold: Bool) { state.withLock { $0.holdCalls = hold } }
     public var calls: [Call] { state.withLock { $0.calls } }
     public var connections: Int { state.withLock { $0.connections } }
     public var authAttempts: Int { state.withLock { $0.authAttempts } }
@@ -290,6 +293,7 @@ public final class HomeAssistantSimulator: Sendable {
         let data = cmd["service_data"] ?? .object([:])
         let target = cmd["target"] ?? .null
         s.calls.append(Call(domain: domain, service: service, data: data, target: target))
+        if s.holdCalls { return [:] }
         var ids: [String] = []
         switch target["entity_id"] ?? data["entity_id"] {
         case .string(let x)?: ids = [x]

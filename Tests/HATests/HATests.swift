@@ -232,4 +232,22 @@ final class HAHarness: Sendable {
         h.sim.set("light.kitchen", state: "off")
         try await h.waitTopic("light/kitchen/state", "off")
     }
+
+    @Test func aCallLeftUnconfirmedByADropIsReportedAndNeverSentAgain() async throws {
+        let h = try await HAHarness.start(yaml: "  services: {allow: [\"input_boolean.toggle\"]}")
+        defer { Task { await h.stop() } }
+        try await h.waitTopic("input_boolean/test_switch/state", "off")
+        h.sim.setHoldCalls(true)
+        h.probe.publish("\(h.base)/bridge/request/ha/call",
+                        #"{"domain":"input_boolean","service":"toggle","target":{"entity_id":"input_boolean.test_switch"},"transaction":9}"#)
+        try await waitUntil("HA received the call") { h.sim.calls.count == 1 }
+        h.sim.setHoldCalls(false)
+        h.sim.dropConnections()
+        let r = try JSONValue.parse(try await h.probe.waitFor(topic: "\(h.base)/bridge/response/ha/call").payload)
+        #expect(r["status"] == "error" && r["transaction"] == 9)
+        #expect(r["error"]?.stringValue?.contains("dropped before it confirmed the call; not sent again") == true)
+        try await waitUntil("reconnected") { h.sim.connections == 2 && h.sim.connected == 1 }
+        await TestEnvironment.sleep(0.5)
+        #expect(h.sim.calls.count == 1)   // a toggle must not run twice
+    }
 }
