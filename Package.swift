@@ -66,6 +66,9 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
+        // Nova BLE flashes: the V1 text protocol, the per-flash command link and auto-connect rules
+        // (Bluetooth transport to come: HCI scanning and ATT over L2CAP through libbluetooth).
+        .target(name: "NovaAdapter", dependencies: ["SwitchyardCore"], swiftSettings: strict),
         // In-memory devices: for trying the bridge (`switchyard demo`) and for process-level tests.
         .target(name: "VirtualAdapter", dependencies: ["SwitchyardCore"], swiftSettings: strict),
         // Wiring: config -> transport + engine + adapters as Services under one ServiceGroup.
@@ -104,6 +107,7 @@ let package = Package(
             "ImpAdapter", "SwitchyardConfig", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardMQTT",
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
+        .testTarget(name: "NovaTests", dependencies: ["NovaAdapter"], swiftSettings: strict),
         .testTarget(name: "HATests", dependencies: [
             "HomeAssistantMirror", "SwitchyardConfig", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardCore",
         ], swiftSettings: strict),

@@ -1,0 +1,137 @@
+import Foundation
+@testable import NovaAdapter
+import Synchronization
+import Testing
+
+/// Byte-exact vectors from nova-ble.md §2.3 (the protocol doc and the SDK's NVCodecV1Tests).
+@Suite struct NovaCodecTests {
+    func text(_ b: [UInt8]) -> String { String(decoding: b, as: UTF8.self) }
+    func hex(_ b: [UInt8]) -> String { b.map { String(format: "%02X", $0) }.joined(separator: " ") }
+
+    @Test func requestsEncodeAsTheSpecsVectors() {
+        #expect(hex(NovaCodec.encode(.light(warm: 255, cool: 255, timeoutMs: 10_000), id: 1)) == "28 30 31 3A 4C 2C 46 46 2C 46 46 2C 32 37 31 30 29")
+        #expect(hex(NovaCodec.encode(.off, id: 2)) == "28 30 32 3A 4F 29")
+        #expect(hex(NovaCodec.encode(.ping, id: 0)) == "28 30 30 3A 50 29")
+        #expect(text(NovaCodec.encode(.light(warm: 0, cool: 0, timeoutMs: 0), id: 0)) == "(00:L,00,00,0000)")
+        #expect(text(NovaCodec.encode(.light(warm: 32, cool: 255, timeoutMs: 5000), id: 10)) == "(0A:L,20,FF,1388)")
+        #expect(text(NovaCodec.encode(.light(warm: 255, cool: 255, timeoutMs: 65_535), id: 255)) == "(FF:L,FF,FF,FFFF)")
+        #expect(text(NovaCodec.encode(.ping, id: 10)) == "(0A:P)" && text(NovaCodec.encode(.ping, id: 255)) == "(FF:P)")
+        #expect(text(NovaCodec.encode(.off, id: 10)) == "(0A:O)" && text(NovaCodec.encode(.off, id: 255)) == "(FF:O)")
+        // The doc's erratum: 0x01F4 is 500 ms.
+        #expect(text(NovaCodec.encode(.light(warm: 0, cool: 255, timeoutMs: 500), id: 6)) == "(06:L,00,FF,01F4)")
+    }
+
+    @Test func acksAreParsedStrictly() {
+        #expect(NovaCodec.ack([0x28, 0x30, 0x31, 0x3A, 0x41, 0x29]) == 1)
+        #expect(NovaCodec.ack(Array("(00:A)".utf8)) == 0)
+        #expect(NovaCodec.ack(Array("(ff:A)".utf8)) == 255)
+        for bad in ["(00:X)", "(00:A", "00:A)", "(0G:A)", "(000:A)", " (00:A)", ""] { #expect(NovaCodec.ack(Array(bad.utf8)) == nil, "\(bad)") }
+    }
+
+    @Test func theSDKShortcutPresetsAndLowPWMProtection() {
+        #expect(NovaCommand.flash(warm: 0, cool: 0, timeoutMs: 1000) == .off)
+        #expect(NovaCommand.flash(warm: 255, cool: 0, timeoutMs: 0) == .off)
+        #expect(NovaCommand.flash(warm: 255, cool: 0, timeoutMs: 1) == .light(warm: 255, cool: 0, timeoutMs: 1))
+        #expect(NovaSettings.presets["gentle"]! == (31, 31) && NovaSettings.presets["warm"]! == (255, 127))
+        let (raised, changed) = NovaSettings(warm: 31, cool: 31, timeoutMs: 10_000).protected(allowLowPWM: false)
+        #expect(raised == NovaSettings(warm: 64, cool: 64, timeoutMs: 10_000) && changed)
+        #expect(NovaSettings(warm: 0, cool: 65, timeoutMs: 1).protected(allowLowPWM: false).1 == false)
+        #expect(NovaSettings(warm: 1, cool: 0, timeoutMs: 1).protected(allowLowPWM: true).0.warm == 1)
+    }
+
+    @Test func signalFollowsTheSDKFormulaTable() {
+        let table: [(Int, Int?)] = [(-40, 100), (-30, 100), (-45, 90), (-50, 80), (-60, 60), (-70, 40), (-80, 20), (-85, 10), (-89, 2),
+                                    (-90, 0), (-100, 0), (127, nil)]
+        for (rssi, signal) in table { #expect(novaSignal(rssi: rssi) == signal, "\(rssi)") }
+    }
+}
+
+@Suite struct NovaAutoConnectTests {
+    typealias C = AutoConnectCandidate
+
+    @Test func strongestFirstWithinTheLimit() {
+        let plan = planAutoConnect([C(address: "a", status: .available, signal: 40), C(address: "b", status: .available, signal: 80),
+                                    C(address: "c", status: .unavailable, signal: 90)], rules: .init(maxFlashes: 1))
+        #expect(plan == AutoConnectPlan(connect: ["b"], disconnect: []))
+    }
+
+    @Test func existingConnectionsKeepTheirSlot() {
+        let plan = planAutoConnect([C(address: "near", status: .available, signal: 100), C(address: "cur", status: .ready, signal: 50)],
+                                   rules: .init(maxFlashes: 1))
+        #expect(plan == AutoConnectPlan(connect: [], disconnect: []))
+    }
+
+    @Test func listsMinimumSignalAndUnknownSignal() {
+        let flashes = [C(address: "weak", status: .available, signal: 5), C(address: "black", status: .ready, signal: 90),
+                       C(address: "unknown", status: .available, signal: nil), C(address: "ok", status: .available, signal: 60)]
+        let plan = planAutoConnect(flashes, rules: .init(maxFlashes: 3, minSignal: 10, blacklist: ["black"]))
+        // The blacklisted connection is dropped; an unknown signal ranks last but is not held back.
+        #expect(plan == AutoConnectPlan(connect: ["ok", "unknown"], disconnect: ["black"]))
+        let white = planAutoConnect(flashes, rules: .init(maxFlashes: 3, whitelist: ["weak", "unknown"]))
+        #expect(white == AutoConnectPlan(connect: ["unknown"], disconnect: ["black"]))
+    }
+}
+
+/// The command link against a scripted peripheral: what it writes, and which acks it gets back.
+@Suite struct NovaLinkTests {
+    final class Wire: Sendable {
+        let written = Mutex<[String]>([])
+        let errors = Mutex<[String]>([])
+    }
+
+    @Test func oneInFlightFIFOAndWrappingIDs() async throws {
+        let wire = Wire()
+        let link = NovaLink(ackTimeout: 5, write: { b in wire.written.withLock { $0.append(String(decoding: b, as: UTF8.self)) } },
+                            onProtocolError: { e in wire.errors.withLock { $0.append(e) } })
+        async let first = link.send(.light(warm: 255, cool: 255, timeoutMs: 10_000))
+        async let second = link.send(.off)
+        try await waitFor { wire.written.withLock { $0.count } == 1 }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(wire.written.withLock { $0 } == ["(00:L,FF,FF,2710)"])   // the second waits for the first ack
+        await link.received(Array("(00:A)".utf8))
+        try await waitFor { wire.written.withLock { $0.count } == 2 }
+        await link.received(Array("(01:A)".utf8))
+        if case .acked = await first {} else { Issue.record("first not acked") }
+        if case .acked = await second {} else { Issue.record("second not acked") }
+        #expect(wire.written.withLock { $0 } == ["(00:L,FF,FF,2710)", "(01:O)"])
+        #expect(wire.errors.withLock { $0 }.isEmpty)
+        // Ids wrap FF -> 00.
+        for i in 2...255 {
+            async let r = link.send(.ping)
+            try await waitFor { wire.written.withLock { $0.count } == i + 1 }
+            await link.received(Array("(\(NovaCodec.hex(i, 2)):A)".utf8))
+            _ = await r
+        }
+        async let wrapped = link.send(.ping)
+        try await waitFor { wire.written.withLock { $0.last } == "(00:P)" }
+        await link.received(Array("(00:A)".utf8))
+        _ = await wrapped
+    }
+
+    @Test func anAckTimeoutFailsThatCommandOnlyAndABadAckAsksForADisconnect() async throws {
+        let wire = Wire()
+        let link = NovaLink(ackTimeout: 0.2, write: { b in wire.written.withLock { $0.append(String(decoding: b, as: UTF8.self)) } },
+                            onProtocolError: { e in wire.errors.withLock { $0.append(e) } })
+        #expect(await link.send(.ping) == .timedOut)
+        async let next = link.send(.off)
+        try await waitFor { wire.written.withLock { $0.count } == 2 }
+        await link.received(Array("(01:A)".utf8))
+        if case .acked = await next {} else { Issue.record("the next command was not carried out after a timeout") }
+        await link.received(Array("(00:A)".utf8))          // a late ack: nothing awaits it
+        await link.received(Array("(0X:A)".utf8))          // malformed
+        #expect(wire.errors.withLock { $0 } == ["unexpected ack for id 00", "malformed ack \"(0X:A)\""])
+        async let pending = link.send(.ping)
+        try await waitFor { wire.written.withLock { $0.count } == 3 }
+        await link.close()
+        #expect(await pending == .disconnected)
+        #expect(await link.send(.ping) == .disconnected)
+    }
+
+    func waitFor(_ condition: @Sendable () -> Bool) async throws {
+        let deadline = Date().addingTimeInterval(10)
+        while !condition() {
+            if Date() > deadline { throw CancellationError() }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+}
