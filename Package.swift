@@ -107,7 +107,7 @@ let package = Package(
             "ImpAdapter", "SwitchyardConfig", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardMQTT",
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
-        .testTarget(name: "NovaTests", dependencies: ["NovaAdapter"], swiftSettings: strict),
+        .testTarget(name: "NovaTests", dependencies: ["NovaAdapter", "SwitchyardSimulators"], swiftSettings: strict),
         .testTarget(name: "HATests", dependencies: [
             "HomeAssistantMirror", "SwitchyardConfig", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardCore",
         ], swiftSettings: strict),

@@ -1,6 +1,7 @@
 import Foundation
 @testable import NovaAdapter
 import Synchronization
+import SwitchyardSimulators
 import Testing
 
 /// Byte-exact vectors from nova-ble.md §2.3 (the protocol doc and the SDK's NVCodecV1Tests).
@@ -133,5 +134,84 @@ import Testing
             if Date() > deadline { throw CancellationError() }
             try await Task.sleep(for: .milliseconds(5))
         }
+    }
+}
+
+/// The ATT client and the Nova link over a socketpair against the ATT-level simulated Nova: the
+/// PDUs are the ones of the spec's recorded exchange (nova-ble.md §3.5).
+@Suite struct NovaATTTests {
+    func pair() throws -> (Int32, Int32) {
+        var fds: [Int32] = [0, 0]
+        guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds) == 0 else { throw CancellationError() }
+        return (fds[0], fds[1])
+    }
+
+    func hex(_ b: [UInt8]) -> String { b.map { String(format: "%02X", $0) }.joined(separator: " ") }
+
+    @Test func discoveryAndTheNovaExchangeMatchTheRecording() async throws {
+        let (central, peripheralFD) = try pair()
+        let nova = NovaATTPeripheral(fd: peripheralFD)
+        defer { nova.close(); close(central) }
+        let notes = Mutex<[[UInt8]]>([])
+        let client = ATTClient(fd: central, onNotification: { _, v in notes.withLock { $0.append(v) } }, onClose: { _ in })
+        defer { client.close() }
+        let handles = try await client.discoverNova()
+        #expect(handles == .init(request: 0x000E, response: 0x0010, cccd: 0x0011, mtu: 23))
+        #expect(nova.received.map(hex) == ["02 B9 00", "10 01 00 FF FF 00 28", "08 0C 00 11 00 03 28", "08 10 00 11 00 03 28",
+                                           "04 11 00 11 00", "12 11 00 01 00"])
+        #expect(nova.notificationsOn)
+
+        let errors = Mutex<[String]>([])
+        let link = NovaLink(write: { try await client.write(handles.request, $0) }, onProtocolError: { e in errors.withLock { $0.append(e) } })
+        // The client's notifications feed the link (what the flash service wires up).
+        let feeder = Task {
+            var seen = 0
+            while !Task.isCancelled {
+                let batch = notes.withLock { Array($0.dropFirst(seen)) }
+                for v in batch { await link.received(v) }
+                seen += batch.count
+                try? await Task.sleep(for: .milliseconds(2))
+            }
+        }
+        defer { feeder.cancel() }
+        if case .acked = await link.send(.ping) {} else { Issue.record("ping not acked") }
+        if case .acked = await link.send(.light(warm: 255, cool: 255, timeoutMs: 10_000)) {} else { Issue.record("light not acked") }
+        #expect(nova.light == NovaATTPeripheral.Light(warm: 255, cool: 255, timeoutMs: 10_000))
+        if case .acked = await link.send(.off) {} else { Issue.record("off not acked") }
+        #expect(nova.light == nil)
+        #expect(nova.received.suffix(3).map(hex) == ["12 0E 00 28 30 30 3A 50 29",
+                                                     "12 0E 00 28 30 31 3A 4C 2C 46 46 2C 46 46 2C 32 37 31 30 29",
+                                                     "12 0E 00 28 30 32 3A 4F 29"])
+        #expect(notes.withLock { $0 }.map { String(decoding: $0, as: UTF8.self) } == ["(00:A)", "(01:A)", "(02:A)"])
+        // A malformed ack asks for a disconnect.
+        nova.setBadAck(true)
+        _ = await link.send(.ping)   // times out: the bad ack is refused
+        #expect(errors.withLock { $0 } == ["malformed ack \"(03:X)\""])
+    }
+
+    @Test func peerRequestsAreAnsweredAndTheLinkCloseFailsPendingRequests() async throws {
+        let (central, peer) = try pair()
+        defer { close(peer) }
+        let closed = Mutex<Bool>(false)
+        let client = ATTClient(fd: central, transactionTimeout: 30, onNotification: { _, _ in }, onClose: { _ in closed.withLock { $0 = true } })
+        // The peer asks us for its MTU and for a Read By Type: MTU 23, then Request Not Supported.
+        _ = [UInt8]([0x02, 0x17, 0x00]).withUnsafeBytes { send(peer, $0.baseAddress, $0.count, 0) }
+        _ = [UInt8]([0x08, 0x01, 0x00, 0xFF, 0xFF, 0x03, 0x28]).withUnsafeBytes { send(peer, $0.baseAddress, $0.count, 0) }
+        var buf = [UInt8](repeating: 0, count: 64)
+        var answers: [String] = []
+        for _ in 0..<2 {
+            let n = read(peer, &buf, buf.count)
+            answers.append(hex(Array(buf[0..<max(0, n)])))
+        }
+        #expect(answers == ["03 17 00", "01 08 00 00 06"])
+        // A request that never gets its answer fails when the peer goes away.
+        let r = Task { try await client.request([0x0A, 0x01, 0x00]) }
+        try await Task.sleep(for: .milliseconds(50))
+        shutdown(peer, Int32(SHUT_RDWR))
+        await #expect(throws: (any Error).self) { _ = try await r.value }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(closed.withLock { $0 })
+        client.close()
+        close(central)
     }
 }

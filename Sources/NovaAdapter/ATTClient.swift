@@ -1,0 +1,225 @@
+import Foundation
+import Synchronization
+import SwitchyardCore
+
+/// An ATT client on a connected SOCK_SEQPACKET socket (an L2CAP LE socket on CID 4 in production, a
+/// socketpair in tests): one PDU per read/write, little-endian fields, one outstanding request
+/// (30 s transaction timeout), notifications at any time, indications confirmed, and requests from
+/// the peer answered (MTU with 23, anything else with "Request Not Supported") so it never stalls
+/// (nova-ble.md §3.4–3.5). A reader thread owns the socket's reads.
+public final class ATTClient: Sendable {
+    public struct ATTError: Error, Sendable, Equatable, CustomStringConvertible {
+        public var request: UInt8
+        public var handle: UInt16
+        public var code: UInt8
+        public var description: String { "ATT error 0x\(String(code, radix: 16)) for request 0x\(String(request, radix: 16)) at handle 0x\(String(handle, radix: 16))" }
+    }
+
+    struct State: ~Copyable {
+        var pending: (opcode: UInt8, serial: Int, continuation: CheckedContinuation<[UInt8], any Error>)?
+        var serial = 0
+        var closed = false
+    }
+
+    let fd: Int32
+    let state = Mutex(State())
+    let onNotification: @Sendable (UInt16, [UInt8]) -> Void
+    let onClose: @Sendable (String) -> Void
+    public let transactionTimeout: Double
+
+    public init(fd: Int32, transactionTimeout: Double = 30, onNotification: @escaping @Sendable (UInt16, [UInt8]) -> Void,
+                onClose: @escaping @Sendable (String) -> Void) {
+        self.fd = fd
+        self.transactionTimeout = transactionTimeout
+        self.onNotification = onNotification
+        self.onClose = onClose
+        let t = Thread { [self] in readLoop() }
+        t.name = "att-client"
+        t.start()
+    }
+
+    public func close() { shutdown("closed by the bridge") }
+
+    func shutdown(_ reason: String) {
+        let pending = state.withLock { s -> CheckedContinuation<[UInt8], any Error>? in
+            guard !s.closed else { return nil }
+            s.closed = true
+            defer { s.pending = nil }
+            return s.pending?.continuation
+        }
+        pending?.resume(throwing: AdapterError("ATT link closed: \(reason)"))
+        Glibc.shutdown(fd, Int32(SHUT_RDWR))
+    }
+
+    func send(_ pdu: [UInt8]) -> Bool {
+        pdu.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == pdu.count
+    }
+
+    /// Sends a request and waits for its response (opcode + 1) or an Error Response.
+    public func request(_ pdu: [UInt8]) async throws -> [UInt8] {
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<[UInt8], any Error>) in
+            let serial = state.withLock { s -> Int? in
+                guard !s.closed, s.pending == nil else { return nil }
+                s.serial += 1
+                s.pending = (pdu[0], s.serial, c)
+                return s.serial
+            }
+            guard let serial else {
+                c.resume(throwing: AdapterError(state.withLock { $0.closed } ? "ATT link closed" : "an ATT request is already outstanding"))
+                return
+            }
+            guard send(pdu) else {
+                state.withLock { $0.pending = nil }
+                c.resume(throwing: AdapterError("ATT write failed: \(String(cString: strerror(errno)))"))
+                return
+            }
+            let timeout = transactionTimeout
+            Task { [self] in
+                try? await Task.sleep(for: .seconds(timeout))
+                let expired = state.withLock { s -> Bool in s.pending?.serial == serial }
+                if expired { shutdown("ATT transaction timeout (\(Int(timeout)) s)") }
+            }
+        }
+    }
+
+    static let peerRequests: Set<UInt8> = [0x02, 0x04, 0x06, 0x08, 0x0A, 0x0C, 0x0E, 0x10, 0x12, 0x16, 0x18, 0x20]
+
+    func readLoop() {
+        var buf = [UInt8](repeating: 0, count: 1024)
+        while !state.withLock({ $0.closed }) {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let r = poll(&p, 1, 200)
+            if r == 0 { continue }
+            let n = read(fd, &buf, buf.count)
+            if n <= 0 {
+                shutdown(n == 0 ? "the peer disconnected" : String(cString: strerror(errno)))
+                break
+            }
+            dispatch(Array(buf[0..<n]))
+        }
+        onClose(state.withLock { _ in "closed" })
+    }
+
+    func dispatch(_ pdu: [UInt8]) {
+        guard let op = pdu.first else { return }
+        switch op {
+        case 0x1B where pdu.count >= 3:
+            onNotification(UInt16(pdu[1]) | UInt16(pdu[2]) << 8, Array(pdu[3...]))
+        case 0x1D where pdu.count >= 3:
+            _ = send([0x1E])
+            onNotification(UInt16(pdu[1]) | UInt16(pdu[2]) << 8, Array(pdu[3...]))
+        case 0x02:
+            _ = send([0x03, 23, 0])
+        case _ where Self.peerRequests.contains(op):
+            _ = send([0x01, op, 0x00, 0x00, 0x06])
+        default:
+            let c = state.withLock { s -> (CheckedContinuation<[UInt8], any Error>, UInt8)? in
+                guard let p = s.pending else { return nil }
+                let matches = op == p.opcode + 1 || (op == 0x01 && pdu.count >= 5 && pdu[1] == p.opcode)
+                guard matches else { return nil }
+                s.pending = nil
+                return (p.continuation, p.opcode)
+            }
+            guard let (continuation, _) = c else { return }   // unsolicited response: ignored
+            if op == 0x01 {
+                continuation.resume(throwing: ATTError(request: pdu[1], handle: UInt16(pdu[2]) | UInt16(pdu[3]) << 8, code: pdu[4]))
+            } else {
+                continuation.resume(returning: pdu)
+            }
+        }
+    }
+
+    // MARK: GATT discovery for a Nova (FFF0 with FFF3 write and FFF4 notify)
+
+    public struct NovaHandles: Sendable, Equatable {
+        public var request: UInt16      // FFF3 value
+        public var response: UInt16     // FFF4 value
+        public var cccd: UInt16         // FFF4's 0x2902
+        public var mtu: Int
+    }
+
+    static func le(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
+    static func u16(_ b: [UInt8], _ i: Int) -> UInt16 { UInt16(b[i]) | UInt16(b[i + 1]) << 8 }
+
+    /// Bluetooth base UUID 0000xxxx-0000-1000-8000-00805f9b34fb, little-endian on the wire.
+    static func uuid16(_ bytes: ArraySlice<UInt8>) -> UInt16? {
+        let b = Array(bytes)
+        if b.count == 2 { return u16(b, 0) }
+        let base: [UInt8] = [0xFB, 0x34, 0x9B, 0x5F, 0x80, 0x00, 0x00, 0x80, 0x00, 0x10, 0x00, 0x00]
+        if b.count == 16, Array(b[0..<12]) == base, b[14] == 0, b[15] == 0 { return u16(b, 12) }
+        return nil
+    }
+
+    func isNotFound(_ error: any Error) -> Bool { (error as? ATTError)?.code == 0x0A }
+
+    public func discoverNova(service: UInt16 = 0xFFF0, request: UInt16 = 0xFFF3, response: UInt16 = 0xFFF4) async throws -> NovaHandles {
+        var mtu = 23
+        do {
+            let r = try await self.request([0x02] + Self.le(185))
+            if r.count >= 3 { mtu = max(23, min(185, Int(Self.u16(r, 1)))) }
+        } catch let e as ATTError where e.code == 0x06 {}   // MTU exchange is optional
+        // Primary services.
+        var range: (UInt16, UInt16)?
+        var start: UInt16 = 1
+        search: while true {
+            let r: [UInt8]
+            do { r = try await self.request([0x10] + Self.le(start) + Self.le(0xFFFF) + Self.le(0x2800)) } catch where isNotFound(error) { break }
+            let len = Int(r[1])
+            guard len >= 6 else { throw AdapterError("malformed Read By Group Type response") }
+            var i = 2
+            var last: UInt16 = start
+            while i + len <= r.count {
+                let s = Self.u16(r, i), e = Self.u16(r, i + 2)
+                if Self.uuid16(r[(i + 4)..<(i + len)]) == service { range = (s, e); break search }
+                last = e
+                i += len
+            }
+            if last == 0xFFFF { break }
+            start = last + 1
+        }
+        guard let (sStart, sEnd) = range else { throw AdapterError("no Nova service (0x\(String(service, radix: 16, uppercase: true))) on this device") }
+        // Characteristics in it.
+        var req: UInt16?, resp: UInt16?
+        var cursor = sStart
+        while cursor <= sEnd {
+            let r: [UInt8]
+            do { r = try await self.request([0x08] + Self.le(cursor) + Self.le(sEnd) + Self.le(0x2803)) } catch where isNotFound(error) { break }
+            let len = Int(r[1])
+            guard len == 7 || len == 21 else { throw AdapterError("malformed Read By Type response") }
+            var i = 2
+            var lastDecl = cursor
+            while i + len <= r.count {
+                lastDecl = Self.u16(r, i)
+                let value = Self.u16(r, i + 3)
+                switch Self.uuid16(r[(i + 5)..<(i + len)]) {
+                case request?: req = value
+                case response?: resp = value
+                default: break
+                }
+                i += len
+            }
+            if lastDecl >= sEnd { break }
+            cursor = lastDecl + 1
+        }
+        guard let req, let resp else { throw AdapterError("the Nova service lacks its request or response characteristic") }
+        // The response characteristic's CCCD.
+        var cccd: UInt16?
+        if resp < sEnd {
+            let r = try await self.request([0x04] + Self.le(resp + 1) + Self.le(sEnd))
+            let step = r[1] == 1 ? 4 : 18
+            var i = 2
+            while i + step <= r.count {
+                if Self.uuid16(r[(i + 2)..<(i + step)]) == 0x2902 { cccd = Self.u16(r, i); break }
+                i += step
+            }
+        }
+        guard let cccd else { throw AdapterError("the Nova response characteristic has no CCCD") }
+        _ = try await self.request([0x12] + Self.le(cccd) + [0x01, 0x00])   // notifications on
+        return NovaHandles(request: req, response: resp, cccd: cccd, mtu: mtu)
+    }
+
+    /// ATT Write Request (the SDKs write Nova frames with response).
+    public func write(_ handle: UInt16, _ value: [UInt8]) async throws {
+        _ = try await request([0x12] + Self.le(handle) + value)
+    }
+}
