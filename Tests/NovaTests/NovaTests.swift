@@ -215,3 +215,60 @@ import Testing
         close(central)
     }
 }
+
+/// The spec's recorded HCI vectors (nova-ble.md §3.3, BlueZ emulator).
+@Suite struct NovaHCITests {
+    func bytes(_ hex: String) -> [UInt8] { hex.split(separator: " ").map { UInt8($0, radix: 16)! } }
+    func hex(_ b: [UInt8]) -> String { b.map { String(format: "%02X", $0) }.joined(separator: " ") }
+
+    @Test func recordedAdvertisingReportsParse() {
+        let adv = bytes("04 3E 19 02 01 00 00 01 00 01 01 AA 00 0D 02 01 06 03 03 F0 FF 05 09 4E 6F 76 61 7F")
+        let r = HCIAdvertising.reports(adv)
+        #expect(r.count == 1)
+        #expect(r[0].address == "00:AA:01:01:00:01" && r[0].addressType == 0 && r[0].eventType == 0 && r[0].rssi == nil)
+        let ad = AdvertisingData.parse(r[0].data)
+        #expect(ad.flags == 0x06 && ad.uuids16 == [0xFFF0] && ad.name == "Nova" && ad.isNova)
+        var withRSSI = adv
+        withRSSI[withRSSI.count - 1] = 0xC4
+        #expect(HCIAdvertising.reports(withRSSI)[0].rssi == -60)
+        let rsp = HCIAdvertising.reports(bytes("04 3E 0C 02 01 04 00 01 00 01 01 AA 00 00 7F"))
+        #expect(rsp.count == 1 && rsp[0].isScanResponse && rsp[0].data.isEmpty)
+        // Truncated or foreign events give nothing, never a crash.
+        #expect(HCIAdvertising.reports(Array(adv.dropLast(3))).isEmpty)
+        #expect(HCIAdvertising.reports(bytes("04 0E 04 01 0B 20 00")).isEmpty)
+        // A 128-bit FFF0 and a short name count too; a zero-length AD ends parsing.
+        let long = AdvertisingData.parse(bytes("11 07 FB 34 9B 5F 80 00 00 80 00 10 00 00 F0 FF 00 00 05 08 4E 6F 76 61 00 FF"))
+        #expect(long.uuids16 == [0xFFF0] && long.name == "Nova")
+    }
+
+    @Test func anExtendedReportParses() {
+        // event_type 0x0013 (legacy ADV_IND), public, addr, phys, sid, tx, rssi -60, no periodic, no direct, data.
+        let e = bytes("04 3E 23 0D 01 13 00 00 01 00 01 01 AA 00 01 00 FF 7F C4 00 00 00 00 00 00 00 00 00 09 02 01 06 05 09 4E 6F 76 61")
+        let r = HCIAdvertising.reports(e)
+        #expect(r.count == 1 && r[0].address == "00:AA:01:01:00:01" && r[0].eventType == 0x0013 && r[0].rssi == -60)
+        #expect(AdvertisingData.parse(r[0].data).isNova)
+    }
+
+    @Test func scanCommandsAreTheRecordedBytes() {
+        #expect(hex(HCIAdvertising.setScanParameters(active: true, interval: 0x10, window: 0x10)) == "01 0B 20 07 01 10 00 10 00 00 00")
+        #expect(hex(HCIAdvertising.setScanEnable(true)) == "01 0C 20 02 01 00")
+        #expect(hex(HCIAdvertising.setScanEnable(false)) == "01 0C 20 02 00 00")
+        #expect(hex(HCIAdvertising.setExtendedScanParameters(active: true, interval: 0x10, window: 0x10)) == "01 41 20 08 00 00 01 01 10 00 10 00")
+        #expect(hex(HCIAdvertising.setExtendedScanEnable(true)) == "01 42 20 06 01 00 00 00 00 00")
+        let cc = HCIAdvertising.commandComplete(bytes("04 0E 04 01 0B 20 00"))
+        #expect(cc?.opcode == 0x200B && cc?.status == 0)
+        #expect(HCIAdvertising.commandComplete(bytes("04 0E 04 01 0C 20 0C"))?.status == 0x0C)   // Command Disallowed
+    }
+
+    @Test func aScanWindowMergesScanResponsesAndAveragesRSSI() {
+        var w = ScanWindow()
+        let adv = bytes("04 3E 19 02 01 00 00 01 00 01 01 AA 00 0D 02 01 06 03 03 F0 FF 05 09 4E 6F 76 61 C4")
+        var adv2 = adv
+        adv2[adv2.count - 1] = 0xBA   // -70
+        var na = adv
+        na[na.count - 1] = 0x7F
+        for e in [adv, adv2, na, bytes("04 3E 0C 02 01 04 00 01 00 01 01 AA 00 00 7F")] { for r in HCIAdvertising.reports(e) { w.add(r) } }
+        let s = w.seen["00:AA:01:01:00:01"]!
+        #expect(s.reports == 4 && s.meanRSSI == -65 && s.isNova && s.name == "Nova")
+    }
+}
