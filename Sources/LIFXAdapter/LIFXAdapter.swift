@@ -148,12 +148,18 @@ public actor LIFXAdapter: Adapter {
         if let l = lights[deviceID] { return Target(selector: "id:\(l.id)", lights: [l.id], label: l.label.isEmpty ? l.id : l.label) }
         for (prefix, sel) in [("group_", "group_id:"), ("location_", "location_id:")] where deviceID.hasPrefix(prefix) {
             let rid = String(deviceID.dropFirst(prefix.count))
-            let members = lights.values.filter { (prefix == "group_" ? $0.group?.id : $0.location?.id) == rid }.map(\.id).sorted()
-            guard let first = members.first.flatMap({ lights[$0] }) else { throw AdapterError("LIFX \(prefix.dropLast()) has no lights") }
-            let name = (prefix == "group_" ? first.group?.name : first.location?.name) ?? rid
-            return Target(selector: sel + rid, lights: members, label: name)
+            let (members, name) = self.members(prefix, rid)
+            if members.isEmpty { throw AdapterError("LIFX \(prefix.dropLast()) has no lights") }
+            return Target(selector: sel + rid, lights: members.map(\.id), label: name)
         }
         throw AdapterError("LIFX device '\(deviceID)' is not known")
+    }
+
+    /// The lights of a group (`group_`) or location (`location_`) id, sorted by id, and its name.
+    func members(_ prefix: String, _ rid: String) -> (lights: [LIFXLight], name: String) {
+        let key: KeyPath<LIFXLight, LIFXRef?> = prefix == "group_" ? \.group : \.location
+        let members = lights.values.filter { $0[keyPath: key]?.id == rid }.sorted { $0.id < $1.id }
+        return (members, members.first?[keyPath: key]?.name ?? rid)
     }
 
     func lights(matching selector: String) -> [String] {
@@ -662,9 +668,8 @@ public actor LIFXAdapter: Adapter {
         }
         for (prefix, refs) in [("group_", groups), ("location_", locations)] {
             for rid in refs.sorted() {
-                let members = lights.values.filter { (prefix == "group_" ? $0.group?.id : $0.location?.id) == rid }.sorted { $0.id < $1.id }
-                guard let first = members.first else { continue }
-                let name = (prefix == "group_" ? first.group?.name : first.location?.name) ?? rid
+                let (members, name) = self.members(prefix, rid)
+                if members.isEmpty { continue }
                 await context.update(prefix + rid, LIFXAggregate.fields(members, name: name))
                 await context.setAvailable(prefix + rid, members.contains(where: \.connected))
             }

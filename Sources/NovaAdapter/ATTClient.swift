@@ -141,14 +141,6 @@ public final class ATTClient: Sendable {
     static func le(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
     static func u16(_ b: [UInt8], _ i: Int) -> UInt16 { UInt16(b[i]) | UInt16(b[i + 1]) << 8 }
 
-    /// Bluetooth base UUID 0000xxxx-0000-1000-8000-00805f9b34fb, little-endian on the wire.
-    static func uuid16(_ bytes: ArraySlice<UInt8>) -> UInt16? {
-        let b = Array(bytes)
-        if b.count == 2 { return u16(b, 0) }
-        let base: [UInt8] = [0xFB, 0x34, 0x9B, 0x5F, 0x80, 0x00, 0x00, 0x80, 0x00, 0x10, 0x00, 0x00]
-        if b.count == 16, Array(b[0..<12]) == base, b[14] == 0, b[15] == 0 { return u16(b, 12) }
-        return nil
-    }
 
     func isNotFound(_ error: any Error) -> Bool { (error as? ATTError)?.code == 0x0A }
 
@@ -170,7 +162,7 @@ public final class ATTClient: Sendable {
             var last: UInt16 = start
             while i + len <= r.count {
                 let s = Self.u16(r, i), e = Self.u16(r, i + 2)
-                if Self.uuid16(r[(i + 4)..<(i + len)]) == service { range = (s, e); break search }
+                if BluetoothUUID.short(r[(i + 4)..<(i + len)]) == service { range = (s, e); break search }
                 last = e
                 i += len
             }
@@ -191,7 +183,7 @@ public final class ATTClient: Sendable {
             while i + len <= r.count {
                 lastDecl = Self.u16(r, i)
                 let value = Self.u16(r, i + 3)
-                switch Self.uuid16(r[(i + 5)..<(i + len)]) {
+                switch BluetoothUUID.short(r[(i + 5)..<(i + len)]) {
                 case request?: req = value
                 case response?: resp = value
                 default: break
@@ -209,7 +201,7 @@ public final class ATTClient: Sendable {
             let step = r[1] == 1 ? 4 : 18
             var i = 2
             while i + step <= r.count {
-                if Self.uuid16(r[(i + 2)..<(i + step)]) == 0x2902 { cccd = Self.u16(r, i); break }
+                if BluetoothUUID.short(r[(i + 2)..<(i + step)]) == 0x2902 { cccd = Self.u16(r, i); break }
                 i += step
             }
         }

@@ -1,3 +1,16 @@
+/// 16-bit UUIDs, also when written in full on the Bluetooth base UUID
+/// (0000xxxx-0000-1000-8000-00805f9b34fb, little-endian on the wire).
+enum BluetoothUUID {
+    static let base: [UInt8] = [0xFB, 0x34, 0x9B, 0x5F, 0x80, 0x00, 0x00, 0x80, 0x00, 0x10, 0x00, 0x00]
+
+    static func short(_ bytes: ArraySlice<UInt8>) -> UInt16? {
+        let b = Array(bytes)
+        if b.count == 2 { return UInt16(b[0]) | UInt16(b[1]) << 8 }
+        if b.count == 16, Array(b[0..<12]) == base, b[14] == 0, b[15] == 0 { return UInt16(b[12]) | UInt16(b[13]) << 8 }
+        return nil
+    }
+}
+
 /// LE advertising reports and scan commands at the byte level (nova-ble.md §3.3): both the legacy
 /// report (LE meta subevent 0x02) and the extended one (0x0D), because another scanner may have
 /// switched the controller to extended scanning; every report of an event, bounds-checked.
@@ -34,10 +47,8 @@ public struct AdvertisingData: Sendable, Equatable {
                 while j + 1 < value.count { out.uuids16.append(UInt16(value[j]) | UInt16(value[j + 1]) << 8); j += 2 }
             case 0x06, 0x07:
                 var j = 0
-                let base: [UInt8] = [0xFB, 0x34, 0x9B, 0x5F, 0x80, 0x00, 0x00, 0x80, 0x00, 0x10, 0x00, 0x00]
                 while j + 16 <= value.count {
-                    let u = Array(value[j..<(j + 16)])
-                    if Array(u[0..<12]) == base, u[14] == 0, u[15] == 0 { out.uuids16.append(UInt16(u[12]) | UInt16(u[13]) << 8) }
+                    if let u = BluetoothUUID.short(value[j..<(j + 16)]) { out.uuids16.append(u) }
                     j += 16
                 }
             case 0x08, 0x09:
@@ -57,10 +68,7 @@ public struct AdvertisingData: Sendable, Equatable {
 
 public enum HCIAdvertising {
     static func address(_ b: ArraySlice<UInt8>) -> String {
-        b.reversed().map { byte in
-            let h = "0123456789ABCDEF"
-            return String(h[h.index(h.startIndex, offsetBy: Int(byte >> 4))]) + String(h[h.index(h.startIndex, offsetBy: Int(byte & 0xF))])
-        }.joined(separator: ":")
+        b.reversed().map { NovaCodec.hex(Int($0), 2) }.joined(separator: ":")
     }
 
     /// Reports in one HCI event (`04 3E plen sub …`); empty for anything else or a malformed event.

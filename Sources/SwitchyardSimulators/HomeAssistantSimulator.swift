@@ -87,24 +87,23 @@ public final class HomeAssistantSimulator: Sendable {
     public static func start(token: String, entities: [Entity]) async throws -> HomeAssistantSimulator {
         let server = HTTPServer(config: .init(address: try .inet(ip4: "127.0.0.1", port: 0), timeout: 60,
                                               pool: NoDelayPool(inner: HTTPServer.defaultPool()), logger: .disabled))
-        let holder = Holder()
+        let holder = LateRef<HomeAssistantSimulator>()
         await server.appendRoute("GET /api/websocket", to: .webSocket(Handler(holder: holder), frameSize: 1 << 30))
         let task = Task { try await server.run() }
         try await server.waitUntilListening(timeout: 10)
         guard case .ip4(_, let port) = await server.listeningAddress else { throw SimulatorError("no port") }
         let sim = HomeAssistantSimulator(state: State(token: token, entities: Dictionary(uniqueKeysWithValues: entities.map { ($0.entityID, $0) })),
                                          server: server, task: task, port: Int(port))
-        holder.sim.withLock { $0 = sim }
+        holder.value.withLock { $0 = sim }
         return sim
     }
 
-    final class Holder: Sendable { let sim = Mutex<HomeAssistantSimulator?>(nil) }
 
     struct Handler: WSMessageHandler {
-        let holder: Holder
+        let holder: LateRef<HomeAssistantSimulator>
         func makeMessages(for client: AsyncStream<WSMessage>) async throws -> AsyncStream<WSMessage> {
             let (out, cont) = AsyncStream.makeStream(of: WSMessage.self)
-            guard let sim = holder.sim.withLock({ $0 }) else { cont.finish(); return out }
+            guard let sim = holder.value.withLock({ $0 }) else { cont.finish(); return out }
             let id = sim.open(cont)
             Task {
                 for await m in client {

@@ -47,18 +47,17 @@ public final class ImpAgentSimulator: Sendable {
     }
 
     public static func start(agents: [Agent]) async throws -> ImpAgentSimulator {
-        let holder = Holder()
+        let holder = LateRef<ImpAgentSimulator>()
         let handler: LoopbackHTTPServer.Handler = { req in
-            guard let sim = holder.sim.withLock({ $0 }) else { return .init(status: 503) }
+            guard let sim = holder.value.withLock({ $0 }) else { return .init(status: 503) }
             return sim.handle(req)
         }
         let server = try await LoopbackHTTPServer.start(routes: [("GET *", handler), ("POST *", handler)])
         let sim = ImpAgentSimulator(agents: agents, server: server)
-        holder.sim.withLock { $0 = sim }
+        holder.value.withLock { $0 = sim }
         return sim
     }
 
-    final class Holder: Sendable { let sim = Mutex<ImpAgentSimulator?>(nil) }
 
     public func stop() async { await server.stop() }
 

@@ -110,20 +110,19 @@ public final class LIFXCloudSimulator: Sendable {
     }
 
     public static func start(token: String, lights: [Light], scenes: [Scene] = []) async throws -> LIFXCloudSimulator {
-        let box = Holder()
+        let box = LateRef<LIFXCloudSimulator>()
         let handler: LoopbackHTTPServer.Handler = { req in
-            guard let sim = box.sim.withLock({ $0 }) else { return .init(status: 503) }
+            guard let sim = box.value.withLock({ $0 }) else { return .init(status: 503) }
             return sim.handle(req)
         }
         let server = try await LoopbackHTTPServer.start(routes: [
             ("GET /v1/*", handler), ("PUT /v1/*", handler), ("POST /v1/*", handler), ("*", { _ in .json(#"{"error":"not found"}"#, status: 404) }),
         ])
         let sim = LIFXCloudSimulator(state: State(lights: lights, scenes: scenes, token: token), server: server)
-        box.sim.withLock { $0 = sim }
+        box.value.withLock { $0 = sim }
         return sim
     }
 
-    final class Holder: Sendable { let sim = Mutex<LIFXCloudSimulator?>(nil) }
 
     public func stop() async { await server.stop() }
 

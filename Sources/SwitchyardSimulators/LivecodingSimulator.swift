@@ -46,18 +46,17 @@ public final class LivecodingSimulator: Sendable {
     }
 
     public static func start(clientID: String, clientSecret: String, channels: [Channel]) async throws -> LivecodingSimulator {
-        let holder = Holder()
+        let holder = LateRef<LivecodingSimulator>()
         let handler: LoopbackHTTPServer.Handler = { req in
-            guard let sim = holder.sim.withLock({ $0 }) else { return .init(status: 503) }
+            guard let sim = holder.value.withLock({ $0 }) else { return .init(status: 503) }
             return sim.handle(req)
         }
         let server = try await LoopbackHTTPServer.start(routes: [("GET *", handler), ("POST *", handler)])
         let sim = LivecodingSimulator(state: State(clientID: clientID, clientSecret: clientSecret, channels: channels), server: server)
-        holder.sim.withLock { $0 = sim }
+        holder.value.withLock { $0 = sim }
         return sim
     }
 
-    final class Holder: Sendable { let sim = Mutex<LivecodingSimulator?>(nil) }
 
     public func stop() async { await server.stop() }
 

@@ -52,7 +52,7 @@ public final class LoopbackHTTPServer: Sendable {
     public static func start(routes: [(String, Handler)]) async throws -> LoopbackHTTPServer {
         let server = HTTPServer(config: .init(address: try .inet(ip4: "127.0.0.1", port: 0), timeout: 30,
                                               pool: NoDelayPool(inner: HTTPServer.defaultPool()), logger: .disabled))
-        let box = Box()
+        let box = LateRef<LoopbackHTTPServer>()
         for (route, handler) in routes {
             await server.appendRoute(HTTPRoute(stringLiteral: route)) { req in
                 let received = Received(
@@ -60,7 +60,7 @@ public final class LoopbackHTTPServer: Sendable {
                     query: Dictionary(req.query.map { ($0.name, $0.value) }, uniquingKeysWith: { _, b in b }),
                     headers: Dictionary(req.headers.map { ($0.key.rawValue.lowercased(), $0.value) }, uniquingKeysWith: { _, b in b }),
                     body: Array(try await req.bodyData), at: DispatchTime.now().uptimeNanoseconds)
-                guard let owner = box.owner.withLock({ $0 }) else { return HTTPResponse(statusCode: .serviceUnavailable) }
+                guard let owner = box.value.withLock({ $0 }) else { return HTTPResponse(statusCode: .serviceUnavailable) }
                 let (delay, injected) = owner.state.withLock { s -> (Double, Int?) in
                     s.received.append(received)
                     return (s.delay, s.failNext.isEmpty ? nil : s.failNext.removeFirst())
@@ -77,13 +77,10 @@ public final class LoopbackHTTPServer: Sendable {
         try await server.waitUntilListening(timeout: 10)
         guard case .ip4(_, let port) = await server.listeningAddress else { throw SimulatorError("server did not report its port") }
         let s = LoopbackHTTPServer(server: server, task: task, port: Int(port))
-        box.owner.withLock { $0 = s }
+        box.value.withLock { $0 = s }
         return s
     }
 
-    final class Box: Sendable {
-        let owner = Mutex<LoopbackHTTPServer?>(nil)
-    }
 
     public var received: [Received] { state.withLock { $0.received } }
     public var receivedCount: Int { state.withLock { $0.received.count } }
@@ -111,6 +108,12 @@ struct NoDelayPool: AsyncSocketPool {
         _ = setsockopt(socket.file.rawValue, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         try await inner.suspendSocket(socket, untilReadyFor: events)
     }
+}
+
+/// A reference filled in once its object exists: route handlers are registered before the server or
+/// simulator that answers them is built.
+final class LateRef<T: Sendable>: Sendable {
+    let value = Mutex<T?>(nil)
 }
 
 public struct SimulatorError: Error, CustomStringConvertible {
