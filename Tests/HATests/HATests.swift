@@ -10,18 +10,15 @@ let haToken = "eyJhbGciOiJIUzI1NiJ9.test.\(UUID().uuidString)"
 
 /// The mirror in-process with the HA WebSocket simulator and a real Mosquitto.
 final class HAHarness: Sendable {
-    let broker: Broker
     let sim: HomeAssistantSimulator
-    let bridge: InProcessBridge
-    let probe: MQTTProbe
-    let base: String
+    let under: BridgeUnderTest
+    var broker: Broker { under.broker }
+    var probe: MQTTProbe { under.probe }
+    var base: String { under.base }
 
-    private init(broker: Broker, sim: HomeAssistantSimulator, bridge: InProcessBridge, probe: MQTTProbe, base: String) {
-        self.broker = broker
+    private init(sim: HomeAssistantSimulator, under: BridgeUnderTest) {
         self.sim = sim
-        self.bridge = bridge
-        self.probe = probe
-        self.base = base
+        self.under = under
     }
 
     static func entities(base: String) -> [HomeAssistantSimulator.Entity] {
@@ -39,7 +36,7 @@ final class HAHarness: Sendable {
     static func start(yaml: String = "", extra: [HomeAssistantSimulator.Entity] = [], simToken: String = haToken,
                       tune: (inout HAMirrorSettings) -> Void = { _ in }) async throws -> HAHarness {
         let broker = try await Broker.start()
-        let base = "sy\(UUID().uuidString.prefix(6).lowercased())"
+        let base = uniqueBase()
         let sim = try await HomeAssistantSimulator.start(token: simToken, entities: entities(base: base) + extra)
         let c = try SwitchyardConfig.parse(yaml: """
         mqtt:
@@ -54,18 +51,14 @@ final class HAHarness: Sendable {
         settings.reconnectMinDelay = 0.1
         settings.reconnectMaxDelay = 0.3
         tune(&settings)
-        let probe = try await MQTTProbe.connect(port: broker.port)
-        try await probe.subscribe("\(base)/#")
-        let bridge = await InProcessBridge.start(port: broker.port, base: base, adapters: [HAMirror(settings: settings)],
-                                                 info: ["config": c.redactedJSON])
-        return HAHarness(broker: broker, sim: sim, bridge: bridge, probe: probe, base: base)
+        let under = try await BridgeUnderTest.start(broker: broker, base: base, subscribe: ["\(base)/#"], adapter: HAMirror(settings: settings),
+                                                    info: ["config": c.redactedJSON])
+        return HAHarness(sim: sim, under: under)
     }
 
     func stop() async {
-        await bridge.stop()
-        probe.close()
+        await under.stop()
         await sim.stop()
-        broker.stop()
     }
 
     func t(_ suffix: String) -> String { "\(base)/ha/\(suffix)" }

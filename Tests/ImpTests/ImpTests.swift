@@ -10,11 +10,11 @@ import Testing
 
 /// The bridge in-process with the Imp adapter, the agent simulator over real HTTP and a real Mosquitto.
 final class ImpHarness: Sendable {
-    let broker: Broker
     let sim: ImpAgentSimulator
-    let bridge: InProcessBridge
-    let probe: MQTTProbe
-    let base: String
+    let under: BridgeUnderTest
+    var broker: Broker { under.broker }
+    var probe: MQTTProbe { under.probe }
+    var base: String { under.base }
 
     static let matrix = "mAtr1x-Clk_1"
     static let big = "bigClock0002"
@@ -22,12 +22,9 @@ final class ImpHarness: Sendable {
     static let matrixCode = "E967EC6D-C1BD-48B7-B9E0-F9BE2A780EAA"
     static let bigCode = "DCD2B79C-4467-433C-B0D3-7448EDA17575"
 
-    private init(broker: Broker, sim: ImpAgentSimulator, bridge: InProcessBridge, probe: MQTTProbe, base: String) {
-        self.broker = broker
+    private init(sim: ImpAgentSimulator, under: BridgeUnderTest) {
         self.sim = sim
-        self.bridge = bridge
-        self.probe = probe
-        self.base = base
+        self.under = under
     }
 
     /// `yaml` is the `imp:` section's body; `BASE_URL` in it is replaced by the simulator's URL.
@@ -38,7 +35,7 @@ final class ImpHarness: Sendable {
             .init(id: big, app: .bigClock, appcode: bigCode),
             .init(id: weather, app: .weather, appcode: "Weather"),
         ])
-        let base = "sy\(UUID().uuidString.prefix(6).lowercased())"
+        let base = uniqueBase()
         let text = (yaml ?? """
           poll_interval: 3600
           apps:
@@ -51,18 +48,15 @@ final class ImpHarness: Sendable {
         """).replacingOccurrences(of: "BASE_URL", with: sim.baseURL)
         let config = try SwitchyardConfig.parse(yaml: "imp:\n  base_url: \(sim.baseURL)\n" + text, file: "t.yaml",
                                                 environment: ["IMP_MATRIX": matrix])
-        let probe = try await MQTTProbe.connect(port: broker.port)
-        try await probe.subscribe("\(base)/#", "homeassistant/#")
-        let bridge = await InProcessBridge.start(port: broker.port, base: base, adapters: [ImpAdapter(settings: try #require(config.imp))],
-                                                 info: ["config": config.redactedJSON])
-        return ImpHarness(broker: broker, sim: sim, bridge: bridge, probe: probe, base: base)
+        let under = try await BridgeUnderTest.start(broker: broker, base: base, subscribe: ["\(base)/#", "homeassistant/#"],
+                                                    adapter: ImpAdapter(settings: try #require(config.imp)),
+                                                    info: ["config": config.redactedJSON])
+        return ImpHarness(sim: sim, under: under)
     }
 
     func stop() async {
-        await bridge.stop()
-        probe.close()
+        await under.stop()
         await sim.stop()
-        broker.stop()
     }
 
     func topic(_ name: String) -> String { "\(base)/imp/\(name)" }

@@ -9,12 +9,12 @@ import SwitchyardTestSupport
 /// The bridge in-process with the real LIFX adapter, a real Mosquitto and the LIFX cloud simulator
 /// over real HTTP. A probe subscribed to `<base>/#` and the discovery prefix reads what users see.
 final class LIFXHarness: Sendable {
-    let broker: Broker
     let sim: LIFXCloudSimulator
-    let bridge: InProcessBridge
-    let probe: MQTTProbe
-    let base: String
-    var engine: BridgeEngine { bridge.engine }
+    let under: BridgeUnderTest
+    var broker: Broker { under.broker }
+    var probe: MQTTProbe { under.probe }
+    var base: String { under.base }
+    var engine: BridgeEngine { under.bridge.engine }
 
     static let token = "c87c0b4d7a9e4ad6a2c1-test-token"
     static let kitchen = "d073d5000001"
@@ -23,21 +23,16 @@ final class LIFXHarness: Sendable {
     static let hall = "d073d5000003"
     static let lounge = "group_06e3ec50395511e9a0757200055bf1c1"
 
-    private init(broker: Broker, sim: LIFXCloudSimulator, bridge: InProcessBridge, probe: MQTTProbe, base: String) {
-        self.broker = broker
+    private init(sim: LIFXCloudSimulator, under: BridgeUnderTest) {
         self.sim = sim
-        self.bridge = bridge
-        self.probe = probe
-        self.base = base
+        self.under = under
     }
 
     static func start(configure: (inout LIFXSettings) -> Void = { _ in }, simToken: String = token,
                       lights: [LIFXCloudSimulator.Light] = LIFXCloudSimulator.demoLights()) async throws -> LIFXHarness {
         let broker = try await Broker.start()
         let sim = try await LIFXCloudSimulator.start(token: simToken, lights: lights, scenes: LIFXCloudSimulator.demoScenes())
-        let base = "sy\(UUID().uuidString.prefix(6).lowercased())"
-        let probe = try await MQTTProbe.connect(port: broker.port)
-        try await probe.subscribe("\(base)/#", "homeassistant/#")
+        let base = uniqueBase()
         var settings = LIFXSettings()
         settings.token = token
         settings.apiURL = sim.apiURL
@@ -45,15 +40,14 @@ final class LIFXHarness: Sendable {
         settings.minInterval = 0.05
         settings.retryDelay = 0.05
         configure(&settings)
-        let bridge = await InProcessBridge.start(port: broker.port, base: base, adapters: [LIFXAdapter(settings: settings)])
-        return LIFXHarness(broker: broker, sim: sim, bridge: bridge, probe: probe, base: base)
+        let under = try await BridgeUnderTest.start(broker: broker, base: base, subscribe: ["\(base)/#", "homeassistant/#"],
+                                                    adapter: LIFXAdapter(settings: settings))
+        return LIFXHarness(sim: sim, under: under)
     }
 
     func stop() async {
-        await bridge.stop()
-        probe.close()
+        await under.stop()
         await sim.stop()
-        broker.stop()
     }
 
     func topic(_ name: String) -> String { "\(base)/lifx/\(name)" }

@@ -12,7 +12,7 @@ import Testing
         let token = "tok-\(UUID().uuidString)"
         let sim = try await LIFXCloudSimulator.start(token: token, lights: LIFXCloudSimulator.demoLights(),
                                                      scenes: LIFXCloudSimulator.demoScenes())
-        let base = "sy\(UUID().uuidString.prefix(6).lowercased())"
+        let base = uniqueBase()
         let probe = try await MQTTProbe.connect(port: broker.port)
         defer { probe.close() }
         try await probe.subscribe("\(base)/#")

@@ -175,7 +175,7 @@ func mode(_ path: String) -> mode_t {
     func setup() async throws -> Setup {
         let broker = try await Broker.start()
         let sim = try await LivecodingSimulator.start(clientID: clientID, clientSecret: clientSecret, channels: channels())
-        let base = "sy\(UUID().uuidString.prefix(6).lowercased())"
+        let base = uniqueBase()
         let probe = try await MQTTProbe.connect(port: broker.port)
         try await probe.subscribe("\(base)/#", "homeassistant/#")
         let store = TestEnvironment.makeTempDir("lc").appendingPathComponent("livecoding-token.json").path

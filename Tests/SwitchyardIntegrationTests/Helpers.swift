@@ -95,8 +95,6 @@ final class TestBridge: Sendable {
     }
 }
 
-func uniqueBase() -> String { "sy\(UUID().uuidString.prefix(6).lowercased())" }
-
 extension MQTTProbe {
     /// bridge/log errors received so far.
     func logErrors(_ base: String) -> [JSONValue] {

@@ -36,3 +36,36 @@ public final class InProcessBridge: Sendable {
         await transport.stop(timeout: 5)
     }
 }
+
+/// A fresh base topic, so that tests sharing a broker never see each other's topics.
+public func uniqueBase() -> String { "sy\(UUID().uuidString.prefix(6).lowercased())" }
+
+/// What every adapter suite sets up around its simulator: a real broker, the bridge in-process with
+/// the adapter, and a probe subscribed to what users see. `stop` takes them down in that order.
+public final class BridgeUnderTest: Sendable {
+    public let broker: Broker
+    public let bridge: InProcessBridge
+    public let probe: MQTTProbe
+    public let base: String
+
+    private init(broker: Broker, bridge: InProcessBridge, probe: MQTTProbe, base: String) {
+        self.broker = broker
+        self.bridge = bridge
+        self.probe = probe
+        self.base = base
+    }
+
+    public static func start(broker: Broker, base: String, subscribe: [String], adapter: any Adapter,
+                             info: JSONValue = .object([:])) async throws -> BridgeUnderTest {
+        let probe = try await MQTTProbe.connect(port: broker.port)
+        try await probe.subscribe(subscribe)
+        let bridge = await InProcessBridge.start(port: broker.port, base: base, adapters: [adapter], info: info)
+        return BridgeUnderTest(broker: broker, bridge: bridge, probe: probe, base: base)
+    }
+
+    public func stop() async {
+        await bridge.stop()
+        probe.close()
+        broker.stop()
+    }
+}

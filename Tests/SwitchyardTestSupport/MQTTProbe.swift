@@ -55,7 +55,9 @@ public final class MQTTProbe: @unchecked Sendable {
     }
 
     /// Subscribes and waits for the SUBACK (so retained messages are on their way).
-    public func subscribe(_ filters: String...) async throws {
+    public func subscribe(_ filters: String...) async throws { try await subscribe(filters) }
+
+    public func subscribe(_ filters: [String]) async throws {
         for f in filters {
             let before = subacks.load(ordering: .relaxed)
             guard mosquitto_subscribe(handle, nil, f, 1) == MOSQ_ERR_SUCCESS.rawValue else { throw TestError("subscribe \(f) failed") }
