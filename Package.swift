@@ -44,7 +44,7 @@ let package = Package(
         ], swiftSettings: strict),
         // YAML -> typed config, ${ENV} and *_file secrets, validation with file:line:column, redaction.
         .target(name: "SwitchyardConfig", dependencies: [
-            "SwitchyardCore", "ImpAdapter", "LivecodingAdapter", "HomeAssistantMirror",
+            "SwitchyardCore", "ImpAdapter", "LivecodingAdapter", "HomeAssistantMirror", "LIFXAdapter",
             .product(name: "Yams", package: "Yams"),
         ], swiftSettings: strict),
         // Loopback servers that speak each upstream's real protocol (tests and `switchyard demo`).
@@ -80,7 +80,7 @@ let package = Package(
         ], swiftSettings: strict),
         .executableTarget(name: "switchyard", dependencies: [
             "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore", "SwitchyardSimulators", "ImpAdapter", "LivecodingAdapter", "SwitchyardHTTP",
-            "HomeAssistantMirror",
+            "HomeAssistantMirror", "LIFXAdapter",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
@@ -100,7 +100,7 @@ let package = Package(
         ], path: "Tests/SwitchyardTestSupport", swiftSettings: strict),
         .testTarget(name: "SwitchyardCoreTests", dependencies: ["SwitchyardCore"], swiftSettings: strict),
         .testTarget(name: "SwitchyardConfigTests", dependencies: ["SwitchyardConfig", "SwitchyardCore", "ImpAdapter", "LivecodingAdapter",
-                                                          "HomeAssistantMirror"],
+                                                          "HomeAssistantMirror", "LIFXAdapter"],
                     swiftSettings: strict),
         .testTarget(name: "SwitchyardHTTPTests", dependencies: ["SwitchyardHTTP", "SwitchyardSimulators"], swiftSettings: strict),
         .testTarget(name: "ImpTests", dependencies: [

@@ -1,6 +1,7 @@
 import Foundation
 import HomeAssistantMirror
 import ImpAdapter
+import LIFXAdapter
 import LivecodingAdapter
 import SwitchyardCore
 import Yams
@@ -71,20 +72,6 @@ public struct SwitchyardConfig: Sendable, Equatable {
         }
     }
 
-    /// `lifx:` (the LIFX cloud API). Present without a token = the adapter runs disabled, saying why.
-    public struct LIFX: Sendable, Equatable {
-        public var token: String?
-        public var apiURL = "https://api.lifx.com/v1"
-        public var pollInterval = 30.0
-        public var defaultTransition = 0.5
-        public var minInterval = 0.5
-        public var groups = true
-        public var locations = true
-        /// Light id → friendly name.
-        public var names: [String: String] = [:]
-        public init() {}
-    }
-
     public var file = "config.yaml"
     public var stateDir = "/var/lib/switchyard"
     public var log = Log()
@@ -92,7 +79,8 @@ public struct SwitchyardConfig: Sendable, Equatable {
     public var homeassistant = HomeAssistant()
     public var healthInterval = 60.0
     public var virtual: Virtual?
-    public var lifx: LIFX?
+    /// `lifx:` (the LIFX cloud API). Present without a token = the adapter runs disabled, saying why.
+    public var lifx: LIFXSettings?
     /// `imp:` (Electric Imp agents).
     public var imp: ImpSettings?
     /// `livecoding:` (Livecoding.tv stream status).
@@ -173,8 +161,8 @@ public struct SwitchyardConfig: Sendable, Equatable {
         return c
     }
 
-    static func readLIFX(_ s: ConfigReader.Section) -> LIFX {
-        var l = LIFX()
+    static func readLIFX(_ s: ConfigReader.Section) -> LIFXSettings {
+        var l = LIFXSettings()
         l.token = s.secret("token")
         l.apiURL = cloudURL(s, "api_url", l.apiURL, secret: "the token")
         l.pollInterval = s.double("poll_interval", 30, min: 2, max: 86_400)

@@ -42,24 +42,11 @@ public enum BridgeRuntime {
             out.append(VirtualAdapter(devices: v.devices.map { .init(name: $0.name, label: $0.label, type: $0.type) },
                                       sensorInterval: v.sensorInterval))
         }
-        if let l = c.lifx { out.append(LIFXAdapter(settings: lifxSettings(l))) }
+        if let l = c.lifx { out.append(LIFXAdapter(settings: l)) }
         if let i = c.imp { out.append(ImpAdapter(settings: i)) }
         if let l = c.livecoding { out.append(LivecodingAdapter(settings: l)) }
         if let h = c.ha { out.append(HAMirror(settings: h)) }
         return out
-    }
-
-    public static func lifxSettings(_ l: SwitchyardConfig.LIFX) -> LIFXSettings {
-        var s = LIFXSettings()
-        s.token = l.token
-        s.apiURL = l.apiURL
-        s.pollInterval = l.pollInterval
-        s.defaultTransition = l.defaultTransition
-        s.minInterval = l.minInterval
-        s.groups = l.groups
-        s.locations = l.locations
-        s.names = l.names
-        return s
     }
 
     public static func info(_ c: SwitchyardConfig, restartRequired: [String] = []) -> JSONValue {

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HomeAssistantMirror
 import ImpAdapter
+import LIFXAdapter
 import LivecodingAdapter
 import SwitchyardHTTP
 import Logging
@@ -144,7 +145,7 @@ struct Demo: AsyncParsableCommand {
         // A simulated LIFX cloud on loopback: five lights (one offline), four groups, a location, two scenes.
         let lifx = try await LIFXCloudSimulator.start(token: "demo-token", lights: LIFXCloudSimulator.demoLights(),
                                                       scenes: LIFXCloudSimulator.demoScenes())
-        var l = SwitchyardConfig.LIFX()
+        var l = LIFXSettings()
         l.token = "demo-token"
         l.apiURL = lifx.apiURL
         l.pollInterval = 10

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import HomeAssistantMirror
 import ImpAdapter
+import LIFXAdapter
 import LivecodingAdapter
 import SwitchyardConfig
 import SwitchyardCore
@@ -177,7 +178,7 @@ import SwitchyardCore
         var l = try #require(c.lifx)
         l.token = nil
         l.names = [:]
-        #expect(l == SwitchyardConfig.LIFX())
+        #expect(l == LIFXSettings())
     }
 
     @Test func theExampleImpBlockIsValidWithTheCodeDefaults() throws {
