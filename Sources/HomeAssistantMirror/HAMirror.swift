@@ -35,7 +35,6 @@ public actor HAMirror: MirrorAdapter {
     var own: Set<String> = []
     var awaitingSnapshot = false
     var lastError: String?
-    var haVersion: String?
 
     public init(settings: HAMirrorSettings) { self.settings = settings }
 
@@ -129,7 +128,6 @@ public actor HAMirror: MirrorAdapter {
             try await outbound.writeTextMessage(JSONValue.object(["type": "auth", "access_token": .string(token)]).serialized)
         case "auth_ok":
             authenticated = true
-            haVersion = m["ha_version"]?.stringValue
             try await subscribeAll()
             await context?.setMirrorAvailable(true)
             await context?.setStatus(.running)

@@ -19,6 +19,7 @@ public final class ATTClient: Sendable {
         var pending: (opcode: UInt8, serial: Int, continuation: CheckedContinuation<[UInt8], any Error>)?
         var serial = 0
         var closed = false
+        var reason = ""
     }
 
     let fd: Int32
@@ -44,6 +45,7 @@ public final class ATTClient: Sendable {
         let pending = state.withLock { s -> CheckedContinuation<[UInt8], any Error>? in
             guard !s.closed else { return nil }
             s.closed = true
+            s.reason = reason
             defer { s.pending = nil }
             return s.pending?.continuation
         }
@@ -97,7 +99,7 @@ public final class ATTClient: Sendable {
             }
             dispatch(Array(buf[0..<n]))
         }
-        onClose(state.withLock { _ in "closed" })
+        onClose(state.withLock { $0.reason })
     }
 
     func dispatch(_ pdu: [UInt8]) {
