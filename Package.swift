@@ -44,12 +44,12 @@ let package = Package(
         ], swiftSettings: strict),
         // YAML -> typed config, ${ENV} and *_file secrets, validation with file:line:column, redaction.
         .target(name: "SwitchyardConfig", dependencies: [
-            "SwitchyardCore", "ImpAdapter", "LivecodingAdapter", "HomeAssistantMirror", "LIFXAdapter",
+            "SwitchyardCore", "ImpAdapter", "LivecodingAdapter", "HomeAssistantMirror", "LIFXAdapter", "NovaAdapter",
             .product(name: "Yams", package: "Yams"),
         ], swiftSettings: strict),
         // Loopback servers that speak each upstream's real protocol (tests and `switchyard demo`).
         .target(name: "SwitchyardSimulators", dependencies: [
-            "SwitchyardCore",
+            "SwitchyardCore", "NovaAdapter", "CBluetooth",
             .product(name: "FlyingFox", package: "FlyingFox"),
             .product(name: "FlyingSocks", package: "FlyingFox"),
         ], swiftSettings: strict),
@@ -66,15 +66,15 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
-        // Nova BLE flashes: the V1 text protocol, the per-flash command link and auto-connect rules
-        // (Bluetooth transport to come: HCI scanning and ATT over L2CAP through libbluetooth).
-        .target(name: "NovaAdapter", dependencies: ["SwitchyardCore"], swiftSettings: strict),
+        // Nova BLE flashes: HCI LE scanning and ATT over L2CAP through libbluetooth, the V1 text protocol,
+        // per-flash command links with acks, and the SDK's auto-connect rules.
+        .target(name: "NovaAdapter", dependencies: ["SwitchyardCore", "CBluetooth"], swiftSettings: strict),
         // In-memory devices: for trying the bridge (`switchyard demo`) and for process-level tests.
         .target(name: "VirtualAdapter", dependencies: ["SwitchyardCore"], swiftSettings: strict),
         // Wiring: config -> transport + engine + adapters as Services under one ServiceGroup.
         .target(name: "SwitchyardRuntime", dependencies: [
             "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardHTTP", "VirtualAdapter", "LIFXAdapter", "ImpAdapter",
-            "LivecodingAdapter", "HomeAssistantMirror",
+            "LivecodingAdapter", "HomeAssistantMirror", "NovaAdapter",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strict),
@@ -107,7 +107,9 @@ let package = Package(
             "ImpAdapter", "SwitchyardConfig", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardMQTT",
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
-        .testTarget(name: "NovaTests", dependencies: ["NovaAdapter", "SwitchyardSimulators"], swiftSettings: strict),
+        .testTarget(name: "NovaTests", dependencies: [
+            "NovaAdapter", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardConfig", "SwitchyardCore",
+        ], swiftSettings: strict),
         .testTarget(name: "HATests", dependencies: [
             "HomeAssistantMirror", "SwitchyardConfig", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardCore",
         ], swiftSettings: strict),

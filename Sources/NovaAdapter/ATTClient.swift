@@ -100,6 +100,7 @@ public final class ATTClient: Sendable {
             dispatch(Array(buf[0..<n]))
         }
         onClose(state.withLock { $0.reason })
+        Glibc.close(fd)
     }
 
     func dispatch(_ pdu: [UInt8]) {

@@ -3,6 +3,7 @@ import HomeAssistantMirror
 import ImpAdapter
 import LIFXAdapter
 import LivecodingAdapter
+import NovaAdapter
 import SwitchyardCore
 import Yams
 
@@ -87,6 +88,8 @@ public struct SwitchyardConfig: Sendable, Equatable {
     public var livecoding: LivecodingSettings?
     /// `ha:` (the Home Assistant mirror).
     public var ha: HAMirrorSettings?
+    /// `nova:` (Nova Bluetooth LE flashes).
+    public var nova: NovaAdapterSettings?
     /// Every secret value read (for leak checks in tests); never printed.
     public var secretValues: [String] = []
 
@@ -155,6 +158,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
         if top.has("imp") { c.imp = readImp(top.section("imp")) }
         if top.has("ha") { c.ha = readHA(top.section("ha"), base: c.mqtt.baseTopic) }
         if top.has("livecoding") { c.livecoding = readLivecoding(top.section("livecoding"), stateDir: c.stateDir) }
+        if top.has("nova") { c.nova = readNova(top.section("nova")) }
         top.finish()
         c.secretValues = reader.secrets
         if !reader.problems.isEmpty { throw ConfigErrors(problems: reader.problems) }
@@ -248,6 +252,60 @@ public struct SwitchyardConfig: Sendable, Equatable {
         }
         s.finish()
         return l
+    }
+
+    static func readNova(_ s: ConfigReader.Section) -> NovaAdapterSettings {
+        var n = NovaAdapterSettings()
+        n.adapter = s.string("adapter", "hci0")
+        if !n.adapter.hasPrefix("hci") || Int(n.adapter.dropFirst(3)) == nil {
+            s.reader.problem(s.mark(of: "adapter"), s.key("adapter"), "expected an adapter name like hci0, got '\(n.adapter)'")
+        }
+        let scan = s.section("scan")
+        n.scanDuration = scan.double("duration", 0.9, min: 0.02, max: 60)
+        n.scanPeriod = scan.double("period", 4, min: 0.1, max: 3600)
+        n.scanIntervalMs = scan.double("interval_ms", 10, min: 2.5, max: 10_240)
+        n.scanWindowMs = scan.double("window_ms", 10, min: 2.5, max: 10_240)
+        if n.scanWindowMs > n.scanIntervalMs {
+            scan.reader.problem(scan.mark(of: "window_ms"), scan.key("window_ms"), "the scan window (\(n.scanWindowMs) ms) cannot exceed the interval (\(n.scanIntervalMs) ms)")
+        }
+        if n.scanDuration >= n.scanPeriod {
+            scan.reader.problem(scan.mark(of: "duration"), scan.key("duration"), "the scan duration (\(n.scanDuration) s) must be shorter than the period (\(n.scanPeriod) s), or nothing else gets the radio")
+        }
+        scan.finish()
+        let auto = s.section("auto_connect")
+        n.autoConnect = auto.bool("enabled", true)
+        n.maxFlashes = auto.int("max_flashes", 1, min: 0, max: 20)
+        n.minSignal = auto.int("min_signal", 10, min: 0, max: 100)
+        n.whitelist = auto.stringList("whitelist").compactMap { bluetoothAddress(auto, "whitelist", $0.0, $0.1) }
+        n.blacklist = auto.stringList("blacklist").compactMap { bluetoothAddress(auto, "blacklist", $0.0, $0.1) }
+        auto.finish()
+        n.defaultTimeoutMs = s.int("default_timeout_ms", 10_000, min: 1, max: 65_535)
+        n.connectTimeout = s.double("connect_timeout", 10, min: 1, max: 120)
+        n.allowLowPWM = s.bool("allow_low_pwm", false)
+        var seen: [String: String] = [:]
+        for (address, name, mark) in s.stringMap("names") {
+            guard let a = bluetoothAddress(s, "names.\(address)", address, mark) else { continue }
+            let path = s.key("names.\(address)")
+            if let p = Naming.problem(withName: name) {
+                s.reader.problem(mark, path, p)
+            } else if let other = seen[name] {
+                s.reader.problem(mark, path, "name '\(name)' is already given to \(other)")
+            }
+            seen[name] = a
+            n.names[a] = name
+        }
+        s.finish()
+        return n
+    }
+
+    /// `AA:BB:CC:DD:EE:FF` (either case), returned upper case.
+    static func bluetoothAddress(_ s: ConfigReader.Section, _ key: String, _ value: String, _ mark: Mark?) -> String? {
+        let parts = value.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 6, parts.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isHexDigit) }) else {
+            s.reader.problem(mark, s.key(key), "'\(value)' is not a Bluetooth address (six hex pairs, e.g. D0:39:72:AA:BB:CC)")
+            return nil
+        }
+        return value.uppercased()
     }
 
     /// An upstream URL that carries a secret: https, or http only to a loopback simulator.
@@ -519,6 +577,16 @@ public struct SwitchyardConfig: Sendable, Equatable {
                                "token_store": .string(lc.tokenStore), "redirect_port": JSONValue(lc.redirectPort),
                                "redirect_uri": .string(lc.redirectURI), "channels": .array(lc.channels.map(JSONValue.string)),
                                "poll_interval": .number(lc.pollInterval)]
+        }
+        if let nova {
+            o["nova"] = ["adapter": .string(nova.adapter),
+                         "scan": ["duration": .number(nova.scanDuration), "period": .number(nova.scanPeriod),
+                                  "interval_ms": .number(nova.scanIntervalMs), "window_ms": .number(nova.scanWindowMs)],
+                         "auto_connect": ["enabled": .bool(nova.autoConnect), "max_flashes": JSONValue(nova.maxFlashes),
+                                          "min_signal": JSONValue(nova.minSignal), "whitelist": .array(nova.whitelist.map(JSONValue.string)),
+                                          "blacklist": .array(nova.blacklist.map(JSONValue.string))],
+                         "default_timeout_ms": JSONValue(nova.defaultTimeoutMs), "connect_timeout": .number(nova.connectTimeout),
+                         "allow_low_pwm": .bool(nova.allowLowPWM), "names": .object(nova.names.mapValues(JSONValue.string))]
         }
         return .object(o)
     }

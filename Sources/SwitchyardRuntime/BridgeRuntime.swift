@@ -10,6 +10,7 @@ import HomeAssistantMirror
 import ImpAdapter
 import LIFXAdapter
 import LivecodingAdapter
+import NovaAdapter
 import VirtualAdapter
 
 public let switchyardVersion = "0.1.0"
@@ -46,6 +47,7 @@ public enum BridgeRuntime {
         if let i = c.imp { out.append(ImpAdapter(settings: i)) }
         if let l = c.livecoding { out.append(LivecodingAdapter(settings: l)) }
         if let h = c.ha { out.append(HAMirror(settings: h)) }
+        if let n = c.nova { out.append(NovaAdapter(settings: n, radio: HCIRadio(adapter: n.adapter))) }
         return out
     }
 
@@ -111,6 +113,7 @@ public enum BridgeRuntime {
         if new.imp != old.imp { changedAdapters.insert("imp") }
         if new.livecoding != old.livecoding { changedAdapters.insert("livecoding") }
         if new.ha != old.ha { changedAdapters.insert("ha") }
+        if new.nova != old.nova { changedAdapters.insert("nova") }
         await engine.replaceAdapters(adapters(new), restart: changedAdapters)
         current.value.withLock { $0 = new }
         await engine.setInfo(info(new, restartRequired: restart))

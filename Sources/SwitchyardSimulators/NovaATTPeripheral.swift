@@ -46,6 +46,8 @@ public final class NovaATTPeripheral: Sendable {
     public var frames: [String] { state.withLock { $0.frames } }
     public var light: Light? { state.withLock { $0.light } }
     public var notificationsOn: Bool { state.withLock { $0.notifications } }
+    /// False once either side ended the link.
+    public var isOpen: Bool { !state.withLock { $0.closed } }
     public func setDropAcks(_ drop: Bool) { state.withLock { $0.dropAcks = drop } }
     public func setBadAck(_ bad: Bool) { state.withLock { $0.badAck = bad } }
     public func close() {
@@ -53,7 +55,10 @@ public final class NovaATTPeripheral: Sendable {
         shutdown(fd, Int32(SHUT_RDWR))
     }
 
-    func send(_ pdu: [UInt8]) { _ = pdu.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+    func send(_ pdu: [UInt8]) {
+        guard isOpen else { return }
+        _ = pdu.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
 
     func loop() {
         var buf = [UInt8](repeating: 0, count: 1024)
@@ -66,6 +71,8 @@ public final class NovaATTPeripheral: Sendable {
             state.withLock { $0.received.append(pdu) }
             handle(pdu)
         }
+        state.withLock { $0.closed = true }
+        Glibc.close(fd)
     }
 
     static func h(_ b: [UInt8], _ i: Int) -> Int { Int(b[i]) | Int(b[i + 1]) << 8 }

@@ -151,7 +151,7 @@ import Testing
     @Test func discoveryAndTheNovaExchangeMatchTheRecording() async throws {
         let (central, peripheralFD) = try pair()
         let nova = NovaATTPeripheral(fd: peripheralFD)
-        defer { nova.close(); close(central) }
+        defer { nova.close() }   // each side closes its own descriptor when its link ends
         let notes = Mutex<[[UInt8]]>([])
         let client = ATTClient(fd: central, onNotification: { _, v in notes.withLock { $0.append(v) } }, onClose: { _ in })
         defer { client.close() }
@@ -212,7 +212,6 @@ import Testing
         try await Task.sleep(for: .milliseconds(300))
         #expect(closed.withLock { $0 })
         client.close()
-        close(central)
     }
 }
 
