@@ -1,5 +1,8 @@
 # Two commands on a fresh Debian 12 machine with Swift: `make run` and `make test`.
 APT_PACKAGES := mosquitto mosquitto-clients libmosquitto-dev libcurl4-openssl-dev libbluetooth-dev pkg-config
+# What `make test` adds: the Nova end-to-end test boots a QEMU VM with a real kernel Bluetooth stack
+# and BlueZ's btvirt virtual controllers (../shared/tools/blevm).
+TEST_PACKAGES := qemu-system-x86 busybox-static bluez bluez-test-tools
 MQTT_HOST    ?= 127.0.0.1
 MQTT_PORT    ?= 1883
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -9,7 +12,7 @@ SWIFT_FLAGS  ?=
 
 ## Install the system packages that are missing (apt).
 deps:
-	@missing=""; for p in $(APT_PACKAGES); do \
+	@missing=""; for p in $(APT_PACKAGES) $(EXTRA_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -34,7 +37,8 @@ run: build broker
 	.build/debug/switchyard demo --host $(MQTT_HOST) --port $(MQTT_PORT)
 
 ## Every test, against real Mosquitto brokers the tests start on free loopback ports.
-test: deps
+test:
+	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(TEST_PACKAGES)"
 	swift test $(SWIFT_FLAGS)
 
 clean:

@@ -33,9 +33,12 @@ public final class NovaATTPeripheral: Sendable {
     let state = Mutex(State())
     let ackDelay: Double
 
-    public init(fd: Int32, ackDelay: Double = 0.02) {
+    let onFrame: (@Sendable (String) -> Void)?
+
+    public init(fd: Int32, ackDelay: Double = 0.02, onFrame: (@Sendable (String) -> Void)? = nil) {
         self.fd = fd
         self.ackDelay = ackDelay
+        self.onFrame = onFrame
         let t = Thread { [self] in loop() }
         t.name = "nova-att-peripheral"
         t.start()
@@ -127,6 +130,7 @@ public final class NovaATTPeripheral: Sendable {
     func firmware(_ value: [UInt8]) {
         let text = String(decoding: value, as: UTF8.self)
         state.withLock { $0.frames.append(text) }
+        onFrame?(text)
         guard text.count >= 6, text.first == "(", text.last == ")" else { return }
         let inner = text.dropFirst().dropLast()
         let parts = inner.split(separator: ":", maxSplits: 1)

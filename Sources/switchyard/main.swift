@@ -34,7 +34,7 @@ struct Switchyard: AsyncParsableCommand {
         commandName: "switchyard",
         abstract: "Bridges LIFX, Nova, Electric Imp, Home Assistant and Livecoding onto MQTT.",
         version: switchyardVersion,
-        subcommands: [Run.self, CheckConfig.self, Demo.self, Auth.self])
+        subcommands: [Run.self, CheckConfig.self, Demo.self, Auth.self, Simulate.self])
 }
 
 func loadOrExit(_ path: String) -> SwitchyardConfig {
@@ -75,6 +75,37 @@ struct CheckConfig: ParsableCommand {
     func run() throws {
         _ = loadOrExit(config)
         print("config OK")
+    }
+}
+
+struct Simulate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Play an upstream device, for trying and testing the bridge.",
+                                                    subcommands: [SimulateNova.self])
+}
+
+struct SimulateNova: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "nova",
+        abstract: "Advertise as a Nova flash on a Bluetooth adapter and answer its protocol (needs CAP_NET_RAW or root).",
+        discussion: "Run it on a second adapter (e.g. a btvirt virtual controller) and the bridge on the first.")
+
+    @Option(help: "The adapter to advertise on.")
+    var adapter = "hci1"
+    @Option(help: "Seconds before each ack (the real flash takes 100-300 ms).")
+    var ackDelay = 0.05
+    @Option(name: .customLong("for"), help: "Seconds to run.")
+    var duration = 600.0
+
+    func run() async throws {
+        let line = { @Sendable (s: String) in
+            FileHandle.standardOutput.write(Data("nova-sim: \(s)\n".utf8))
+        }
+        do {
+            try NovaHCIPeripheral.serve(adapter: adapter, ackDelay: ackDelay, duration: duration, log: line)
+        } catch {
+            FileHandle.standardError.write(Data("nova-sim: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
     }
 }
 
