@@ -100,7 +100,7 @@ let package = Package(
         ], path: "Tests/SwitchyardTestSupport", swiftSettings: strict),
         .testTarget(name: "SwitchyardCoreTests", dependencies: ["SwitchyardCore"], swiftSettings: strict),
         .testTarget(name: "SwitchyardConfigTests", dependencies: ["SwitchyardConfig", "SwitchyardCore", "ImpAdapter", "LivecodingAdapter",
-                                                          "HomeAssistantMirror", "LIFXAdapter"],
+                                                          "HomeAssistantMirror", "LIFXAdapter", "NovaAdapter"],
                     swiftSettings: strict),
         .testTarget(name: "SwitchyardHTTPTests", dependencies: ["SwitchyardHTTP", "SwitchyardSimulators"], swiftSettings: strict),
         .testTarget(name: "ImpTests", dependencies: [

@@ -37,7 +37,8 @@ public enum BridgeRuntime {
     }
 
     /// One adapter per configured upstream section. Each adapter issue adds its line here.
-    public static func adapters(_ c: SwitchyardConfig) -> [any Adapter] {
+    /// `novaRadio`: the demo's simulated radio instead of the configured kernel adapter.
+    public static func adapters(_ c: SwitchyardConfig, novaRadio: (any NovaRadio)? = nil) -> [any Adapter] {
         var out: [any Adapter] = []
         if let v = c.virtual {
             out.append(VirtualAdapter(devices: v.devices.map { .init(name: $0.name, label: $0.label, type: $0.type) },
@@ -47,7 +48,7 @@ public enum BridgeRuntime {
         if let i = c.imp { out.append(ImpAdapter(settings: i)) }
         if let l = c.livecoding { out.append(LivecodingAdapter(settings: l)) }
         if let h = c.ha { out.append(HAMirror(settings: h)) }
-        if let n = c.nova { out.append(NovaAdapter(settings: n, radio: HCIRadio(adapter: n.adapter))) }
+        if let n = c.nova { out.append(NovaAdapter(settings: n, radio: novaRadio ?? HCIRadio(adapter: n.adapter))) }
         return out
     }
 
@@ -63,7 +64,7 @@ public enum BridgeRuntime {
 
     /// Runs the bridge until SIGTERM/SIGINT. `configPath` enables `config/reload` and SIGHUP.
     public static func run(config: SwitchyardConfig, configPath: String?, logger: Logger,
-                           extraServices: [any Service] = []) async throws {
+                           extraServices: [any Service] = [], novaRadio: (any NovaRadio)? = nil) async throws {
         let transport = MosquittoTransport(settings: mqttSettings(config), logger: Logger(label: "switchyard.mqtt"))
         let engine = BridgeEngine(settings: engineSettings(config), transport: transport, logger: Logger(label: "switchyard.core"))
         let current = ConfigBox(config)
@@ -75,7 +76,7 @@ public enum BridgeRuntime {
             }
         }
         var services: [any Service] = [TransportService(transport: transport),
-                                       EngineService(engine: engine, adapters: adapters(config), notifier: notifier)]
+                                       EngineService(engine: engine, adapters: adapters(config, novaRadio: novaRadio), notifier: notifier)]
         if configPath != nil { services.append(ReloadOnHangupService(engine: engine)) }
         if let interval = SystemdNotifier.watchdogInterval(), notifier.enabled {
             services.append(WatchdogService(engine: engine, notifier: notifier, interval: interval))

@@ -4,6 +4,7 @@ import HomeAssistantMirror
 import ImpAdapter
 import LIFXAdapter
 import LivecodingAdapter
+import NovaAdapter
 import SwitchyardHTTP
 import Logging
 import SwitchyardConfig
@@ -224,13 +225,19 @@ struct Demo: AsyncParsableCommand {
         h.allow = ["input_boolean.*", "light.*", "input_number.set_value"]
         h.ownUniqueIDPrefix = "switchyard_\(Naming.normaliseID(baseTopic))_"
         c.ha = h
+        // Simulated Nova flashes in range of a simulated radio (the real one needs a Bluetooth adapter):
+        // the strongest is auto-connected; the ATT conversation and acks are the real protocol.
+        let nova = SimulatedNovaRadio(flashes: ["D0:39:72:00:00:01": -52, "D0:39:72:00:00:02": -71], ackDelay: 0.12)
+        var n = NovaAdapterSettings()
+        n.names = ["D0:39:72:00:00:01": "key_light", "D0:39:72:00:00:02": "fill_light"]
+        c.nova = n
         let logger = try log.bootstrap(config: c)
         let b = baseTopic
         let p = port == 1883 ? "" : " -p \(port)"
         let banner = """
         Switchyard demo: virtual devices, a simulated LIFX cloud (\(lifx.apiURL)), simulated Electric Imp
         agents (\(imp.baseURL)), a simulated Livecoding.tv (\(lc.apiURL)) and a simulated Home Assistant
-        (\(ha.url)) on mqtt://\(host):\(port), base topic '\(b)'. Try, in another terminal:
+        (\(ha.url)) and two simulated Nova flashes on mqtt://\(host):\(port), base topic '\(b)'. Try, in another terminal:
 
           mosquitto_sub\(p) -v -t '\(b)/#'
           mosquitto_pub\(p) -t \(b)/virtual/kitchen/set -m ON
@@ -261,12 +268,17 @@ struct Demo: AsyncParsableCommand {
           mosquitto_pub\(p) -t \(b)/ha/input_number/target_temp/set -m '{"service": "set_value", "data": {"value": 21}}'
           mosquitto_pub\(p) -t \(b)/ha/sensor/outside/set -m ON     # refused: not in ha.services.allow, see \(b)/bridge/log
 
+          mosquitto_pub\(p) -t \(b)/nova/key_light/set -m '{"state": "ON", "preset": "warm", "timeout_ms": 3000, "transaction": "n1"}'
+          mosquitto_pub\(p) -t \(b)/nova/key_light/set -m OFF
+          mosquitto_pub\(p) -t \(b)/nova/fill_light/set -m '{"connect": true}'    # max_flashes 1: key_light stays, fill_light joins by hand
+          mosquitto_pub\(p) -t \(b)/bridge/request/nova/scan -m '{"enabled": false}'
+
         Ctrl-C stops the bridge (it publishes 'offline' first).
 
 
         """
         FileHandle.standardOutput.write(Data(banner.utf8))   // unbuffered, also when piped
-        try await BridgeRuntime.run(config: c, configPath: nil, logger: logger)
+        try await BridgeRuntime.run(config: c, configPath: nil, logger: logger, novaRadio: nova)
         await lifx.stop()
         await imp.stop()
         await lc.stop()

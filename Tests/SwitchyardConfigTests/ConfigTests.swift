@@ -4,6 +4,7 @@ import HomeAssistantMirror
 import ImpAdapter
 import LIFXAdapter
 import LivecodingAdapter
+import NovaAdapter
 import SwitchyardConfig
 import SwitchyardCore
 
@@ -218,6 +219,14 @@ import SwitchyardCore
         h.token = nil
         #expect(h == HAMirrorSettings())
         #expect(problems("ha:\n  url: http://ha:8123\n  feed: rest\n").map(\.path) == ["ha.url", "ha.feed"])
+    }
+
+    @Test func theExampleNovaBlockIsTheDefaults() throws {
+        let c = try SwitchyardConfig.parse(yaml: try exampleBlock("nova"), file: "example")
+        var n = try #require(c.nova)
+        #expect(n.names == ["D0:39:72:AA:BB:CC": "key_light"])
+        n.names = [:]
+        #expect(n == NovaAdapterSettings())
     }
 
     /// A commented-out section of config.example.yaml, uncommented.

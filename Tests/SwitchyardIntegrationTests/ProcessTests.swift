@@ -25,6 +25,37 @@ import SwitchyardTestSupport
         """
     }
 
+    /// Whether this kernel lacks Bluetooth sockets (the build machines do; nova-ble.md §4.1).
+    static var kernelLacksBluetooth: Bool {
+        let fd = socket(31 /* AF_BLUETOOTH */, Int32(SOCK_RAW.rawValue), 1 /* BTPROTO_HCI */)
+        let e = errno
+        if fd >= 0 { close(fd) }
+        return fd < 0 && e == EAFNOSUPPORT
+    }
+
+    @Test(.enabled(if: kernelLacksBluetooth, "this kernel has Bluetooth sockets: the EAFNOSUPPORT path cannot be shown here"))
+    func novaWithoutKernelBluetoothIsDisabledWithTheFixAndTheRestRuns() async throws {
+        let broker = try await Broker.start()
+        let base = uniqueBase()
+        let probe = try await MQTTProbe.connect(port: broker.port)
+        try await probe.subscribe("\(base)/#")
+        let bridge = try BridgeProcess(arguments: ["run", "-c", try writeConfig(config(port: broker.port, base: base) + "nova: {adapter: hci0}\n")])
+        defer { bridge.signal(SIGTERM) }
+        let info = try await probe.waitFor("nova disabled in bridge/info") { ms in
+            ms.contains { $0.topic == "\(base)/bridge/info" && $0.payload.contains("nova\":\"disabled: the kernel has no Bluetooth support") }
+        }
+        let text = info.last { $0.topic == "\(base)/bridge/info" }!.payload
+        #expect(text.contains("--network host") && text.contains("load the bluetooth module"))
+        try await probe.waitFor("the error on bridge/log") { ms in
+            ms.contains { $0.topic == "\(base)/bridge/log" && $0.payload.contains("nova: disabled: the kernel has no Bluetooth support") }
+        }
+        // The rest of the bridge works.
+        probe.publish("\(base)/virtual/kitchen/set", #"{"state":"ON","transaction":"k"}"#)
+        try await probe.waitFor("the virtual light's result") { ms in
+            ms.contains { $0.topic == "\(base)/virtual/kitchen/result" && $0.payload.contains(#""status":"ok""#) }
+        }
+    }
+
     @Test func lastWillIsPublishedWhenTheProcessIsKilled() async throws {
         let broker = try await Broker.start()
         let base = uniqueBase()
