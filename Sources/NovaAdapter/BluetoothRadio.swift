@@ -1,5 +1,6 @@
 import CBluetooth
 import Foundation
+import Glibc
 
 /// What the flash service needs from Bluetooth: bounded scan windows, one LE ATT connection at a time
 /// and the connection RSSI. `HCIRadio` does it with libbluetooth on a kernel adapter; tests and the

@@ -1,5 +1,6 @@
 import CBluetooth
 import Foundation
+import Glibc
 import NovaAdapter
 
 /// A simulated Nova on a kernel Bluetooth adapter (a second controller, e.g. a `btvirt` virtual one):

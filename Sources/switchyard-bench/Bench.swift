@@ -53,6 +53,7 @@ struct SwitchyardBench: AsyncParsableCommand {
     @Option(help: "Simulated devices for publish, startup and memory.") var devices = 1_000
     @Option(help: "Commands for command-latency (each path).") var commands = 10_000
     @Option(help: "Seconds of command churn before reading memory.") var churnSeconds = 60.0
+    @Option(help: "Home Assistant entities mirrored during the memory scenario.") var haEntities = 5_000
 
     func run() async throws {
         let all = ["publish", "ha-mirror", "command-latency", "startup", "memory", "lifx-budget"]
@@ -199,6 +200,15 @@ struct SwitchyardBench: AsyncParsableCommand {
         let dir = TestEnvironment.makeTempDir("bench")
         var yaml = "log: {level: error}\nmqtt:\n  url: mqtt://127.0.0.1:\(port)\n  base_topic: \(base)\nhomeassistant: {discovery: true}\nvirtual:\n  devices:\n"
         for i in 0..<devices { yaml += "    - {name: l\(i), type: light}\n" }
+        // The memory figure also carries the HA mirror with `haEntities` entities, changing under churn.
+        var ha: HomeAssistantSimulator?
+        if memory {
+            let entities = (0..<haEntities).map { HomeAssistantSimulator.Entity("sensor.s\($0)", "0", ["friendly_name": .string("S \($0)"), "unit_of_measurement": "W"]) }
+            let sim = try await HomeAssistantSimulator.start(token: "bench", entities: entities)
+            ha = sim
+            yaml += "ha: {url: \"\(sim.url)\", token: bench}\n"
+        }
+        defer { if let ha { Task { await ha.stop() } } }
         let config = dir.appendingPathComponent("config.yaml").path
         try yaml.write(toFile: config, atomically: true, encoding: .utf8)
         let sub = try await CountingSubscriber(port: port, filters: ["\(base)/virtual/+"], trackTopics: true)
@@ -216,8 +226,14 @@ struct SwitchyardBench: AsyncParsableCommand {
             defer { pub.close() }
             let end = Date().addingTimeInterval(churnSeconds)
             var i = 0
+            if ha != nil {
+                let haState = try await CountingSubscriber(port: port, filters: ["\(base)/ha/sensor/+/state"], trackTopics: true)
+                defer { haState.close() }
+                guard await haState.waitForTopics(haEntities, timeout: 60) else { throw BenchError("memory: the HA snapshot did not arrive") }
+            }
             while Date() < end {
                 pub.publish("\(base)/virtual/l\(i % devices)/set", #"{"brightness": \#(1 + i % 99)}"#)
+                if let ha { ha.set("sensor.s\(i % haEntities)", state: "\(i)") }
                 i += 1
                 if i % 50 == 0 { try await Task.sleep(for: .milliseconds(50)) }
             }
@@ -229,7 +245,8 @@ struct SwitchyardBench: AsyncParsableCommand {
                 }
                 return 0
             }
-            out.append(Figure(scenario: "memory", name: "VmHWM after \(Int(churnSeconds)) s churn (\(i) commands)", value: kb("VmHWM:") / 1024, unit: "MB"))
+            out.append(Figure(scenario: "memory", name: "VmHWM, \(devices) devices + HA mirror of \(haEntities) entities, after \(Int(churnSeconds)) s churn (\(i) commands and HA changes)",
+                              value: kb("VmHWM:") / 1024, unit: "MB"))
             out.append(Figure(scenario: "memory", name: "VmRSS steady", value: kb("VmRSS:") / 1024, unit: "MB"))
         }
         return out

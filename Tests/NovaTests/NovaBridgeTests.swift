@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 import NovaAdapter
 import SwitchyardConfig

@@ -10,7 +10,7 @@ import SwitchyardTestSupport
         let bench = URL(fileURLWithPath: sy).deletingLastPathComponent().appendingPathComponent("switchyard-bench").path
         let out = TestEnvironment.makeTempDir("bench-smoke").appendingPathComponent("out.json").path
         let child = try ChildProcess(path: bench, arguments: ["--json", "--messages", "300", "--devices", "20", "--commands", "20",
-                                                              "--churn-seconds", "0.5"], outputFile: out)
+                                                              "--churn-seconds", "0.5", "--ha-entities", "30"], outputFile: out)
         let status = await child.wait(timeout: 120)
         let text = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
         #expect(status == 0, "\(text)")
