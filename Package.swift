@@ -108,7 +108,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
         .testTarget(name: "NovaTests", dependencies: [
-            "NovaAdapter", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardConfig", "SwitchyardCore",
+            "NovaAdapter", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardConfig", "SwitchyardCore", "CBluetooth",
         ], swiftSettings: strict),
         .testTarget(name: "HATests", dependencies: [
             "HomeAssistantMirror", "SwitchyardConfig", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardCore",

@@ -1,4 +1,5 @@
 import Foundation
+import CBluetooth
 import Glibc
 import NovaAdapter
 import Synchronization

@@ -1,4 +1,6 @@
+import CBluetooth
 import Foundation
+import Glibc
 @testable import NovaAdapter
 import Synchronization
 import SwitchyardSimulators
