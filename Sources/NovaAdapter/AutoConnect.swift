@@ -15,8 +15,15 @@ public struct AutoConnectRules: Sendable, Equatable {
     }
 }
 
+/// A flash's status, as the SDK names them (NVFlash.h) and as published in `status`.
+public enum NovaFlashStatus: String, Sendable, Equatable {
+    case available, unavailable, connecting, ready, busy
+    /// Holding (or opening) a link.
+    public var isConnected: Bool { self == .connecting || self == .ready || self == .busy }
+}
+
 public struct AutoConnectCandidate: Sendable, Equatable {
-    public enum Status: Sendable, Equatable { case available, unavailable, connecting, ready, busy }
+    public typealias Status = NovaFlashStatus
     public var address: String
     public var status: Status
     /// Percent, nil when unknown.
@@ -26,7 +33,6 @@ public struct AutoConnectCandidate: Sendable, Equatable {
         self.status = status
         self.signal = signal
     }
-    var connected: Bool { status == .connecting || status == .ready || status == .busy }
 }
 
 public struct AutoConnectPlan: Sendable, Equatable {
@@ -50,10 +56,10 @@ public func planAutoConnect(_ flashes: [AutoConnectCandidate], rules: AutoConnec
     var plan = AutoConnectPlan()
     var count = 0
     // Existing connections claim their slots first (SDK 2.0.1: don't drop a good link for a closer flash).
-    for f in ranked where f.connected {
+    for f in ranked where f.status.isConnected {
         if count < rules.maxFlashes && qualifies(f) { count += 1 } else { plan.disconnect.append(f.address) }
     }
-    for f in ranked where !f.connected {
+    for f in ranked where !f.status.isConnected {
         if count < rules.maxFlashes && qualifies(f) {
             plan.connect.append(f.address)
             count += 1

@@ -61,13 +61,16 @@ public struct AdvertisingData: Sendable, Equatable {
     }
 
     /// A Nova V1 ("Nova", FFF0) or V2 ("Nova2", EFF0), by name or by service UUID.
-    public var isNova: Bool {
+    public var isNova: Bool { Self.isNova(name: name, uuids16: uuids16) }
+
+    static func isNova(name: String?, uuids16: some Sequence<UInt16>) -> Bool {
         name == "Nova" || name == "Nova2" || uuids16.contains(0xFFF0) || uuids16.contains(0xEFF0)
     }
 }
 
 public enum HCIAdvertising {
-    static func address(_ b: ArraySlice<UInt8>) -> String {
+    /// `AA:BB:…` from the little-endian bytes of a report or a `bdaddr_t`.
+    package static func address(_ b: some BidirectionalCollection<UInt8>) -> String {
         b.reversed().map { NovaCodec.hex(Int($0), 2) }.joined(separator: ":")
     }
 
@@ -106,7 +109,7 @@ public enum HCIAdvertising {
     }
 
     // Commands, with the H:4 packet type byte (what a raw HCI socket writes).
-    static func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
+    package static func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
 
     /// interval/window in 0.625 ms units.
     public static func setScanParameters(active: Bool, interval: UInt16, window: UInt16) -> [UInt8] {
@@ -135,7 +138,7 @@ public struct ScanWindow: Sendable {
         public var rssiSamples: [Int] = []
         public var reports = 0
         public var meanRSSI: Int? { rssiSamples.isEmpty ? nil : Int((Double(rssiSamples.reduce(0, +)) / Double(rssiSamples.count)).rounded()) }
-        public var isNova: Bool { name == "Nova" || name == "Nova2" || uuids16.contains(0xFFF0) || uuids16.contains(0xEFF0) }
+        public var isNova: Bool { AdvertisingData.isNova(name: name, uuids16: uuids16) }
     }
 
     public private(set) var seen: [String: Seen] = [:]

@@ -40,7 +40,7 @@ public actor NovaAdapter: Adapter {
     public static let warmKelvin = 2700
     public static let coolKelvin = 6500
 
-    public enum Status: String, Sendable { case available, unavailable, connecting, ready, busy }
+    public typealias Status = NovaFlashStatus
 
     struct Flash {
         var address: String
@@ -63,7 +63,7 @@ public actor NovaAdapter: Adapter {
         var pinned = false
         var failures = 0
         var retryAfter = Date.distantPast
-        var connected: Bool { status == .connecting || status == .ready || status == .busy }
+        var connected: Bool { status.isConnected }
     }
 
     let settings: NovaAdapterSettings
@@ -189,7 +189,7 @@ public actor NovaAdapter: Adapter {
         let rules = AutoConnectRules(maxFlashes: settings.maxFlashes, minSignal: settings.minSignal,
                                      whitelist: Set(settings.whitelist), blacklist: Set(settings.blacklist))
         let candidates = flashes.values.filter { !$0.userDisconnected }.map { f in
-            AutoConnectCandidate(address: f.address, status: Self.candidateStatus(f.status), signal: f.rssi.flatMap { novaSignal(rssi: $0) })
+            AutoConnectCandidate(address: f.address, status: f.status, signal: f.rssi.flatMap { novaSignal(rssi: $0) })
         }
         let plan = planAutoConnect(candidates, rules: rules)
         for address in plan.disconnect where flashes[address]?.pinned != true {
@@ -200,16 +200,6 @@ public actor NovaAdapter: Adapter {
         for address in plan.connect {
             guard let f = flashes[address], !f.connected, f.retryAfter <= Date() else { continue }
             try? await connect(address)
-        }
-    }
-
-    static func candidateStatus(_ s: Status) -> AutoConnectCandidate.Status {
-        switch s {
-        case .available: return .available
-        case .unavailable: return .unavailable
-        case .connecting: return .connecting
-        case .ready: return .ready
-        case .busy: return .busy
         }
     }
 

@@ -9,8 +9,6 @@ import NovaAdapter
 /// channel (L2CAP CID 4) and serves each connection with `NovaATTPeripheral`, advertising again when
 /// the central goes away. Needs root (or CAP_NET_RAW) for the advertising commands.
 public enum NovaHCIPeripheral {
-    static func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
-
     /// 31-byte advertising or scan-response payload command (`len`, data, zero padding).
     static func dataCommand(ocf: UInt8, _ data: [UInt8]) -> [UInt8] {
         [0x01, ocf, 0x20, 32, UInt8(data.count)] + data + [UInt8](repeating: 0, count: 31 - data.count)
@@ -19,7 +17,7 @@ public enum NovaHCIPeripheral {
     static func advertise(_ s: HCISocket) throws {
         let commands: [(String, [UInt8])] = [
             // 100 ms ADV_IND, own public address, all three channels, no filter.
-            ("LE Set Advertising Parameters", [0x01, 0x06, 0x20, 15] + le16(0x00A0) + le16(0x00A0) + [0x00, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0x07, 0x00]),
+            ("LE Set Advertising Parameters", [0x01, 0x06, 0x20, 15] + HCIAdvertising.le16(0x00A0) + HCIAdvertising.le16(0x00A0) + [0x00, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0x07, 0x00]),
             ("LE Set Advertising Data", dataCommand(ocf: 0x08, [0x02, 0x01, 0x06, 0x03, 0x03, 0xF0, 0xFF])),
             ("LE Set Scan Response Data", dataCommand(ocf: 0x09, [0x05, 0x09] + Array("Nova".utf8))),
             ("LE Set Advertising Enable", [0x01, 0x0A, 0x20, 0x01, 0x01]),
@@ -50,7 +48,7 @@ public enum NovaHCIPeripheral {
         }
         guard bound == 0, listen(sk, 1) == 0 else { throw BluetoothFailure(.other, "L2CAP bind/listen on \(adapter): \(String(cString: strerror(errno)))") }
         try advertise(hci)
-        let own = withUnsafeBytes(of: hci.address.b) { Array($0) }.reversed().map { String(format: "%02X", $0) }.joined(separator: ":")
+        let own = HCIAdvertising.address(withUnsafeBytes(of: hci.address.b) { Array($0) })
         log("listening on \(adapter) \(own) as Nova")
         let deadline = Date().addingTimeInterval(duration)
         while deadline.timeIntervalSinceNow > 0 {
