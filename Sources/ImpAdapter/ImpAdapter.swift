@@ -48,6 +48,8 @@ public actor ImpAdapter: Adapter {
         var fields: [String: JSONValue] = [:]
         var nextPoll = Date.distantPast
         var backoff = 0.0
+        /// Network failures in a row (no HTTP answer at all), for the quick retry.
+        var networkFailures = 0
     }
 
     let settings: ImpSettings
@@ -149,6 +151,12 @@ public actor ImpAdapter: Adapter {
         var extra = phase
         while !Task.isCancelled {
             let wait = await poll(d)
+            // The phase offsets the first full interval only: a quick retry after a network failure
+            // must not wait for the device's slot in the schedule.
+            if wait < settings.pollInterval {
+                try? await Task.sleep(for: .seconds(wait))
+                continue
+            }
             try? await Task.sleep(for: .seconds(wait + extra))
             extra = 0
         }
@@ -175,6 +183,7 @@ public actor ImpAdapter: Adapter {
                 s.agent = true
                 s.agentError = nil
                 s.backoff = 0
+                s.networkFailures = 0
                 if let c = reading.connected { s.connected = c } else if profile.connected == nil && profile.format != .flag { s.connected = true }
                 s.fields = reading.fields
                 states[d.name] = s
@@ -212,8 +221,11 @@ public actor ImpAdapter: Adapter {
             reason = "HTTP 429: rate limited by the imp cloud"
             wait = s.backoff
         case 0:
+            // No HTTP answer at all (refused, reset, nothing returned, timeout): often a blip, so it is
+            // retried soon, 2 s doubling up to the poll interval, instead of waiting a whole interval.
             reason = e.text
-            wait = settings.pollInterval
+            s.networkFailures += 1
+            wait = min(settings.pollInterval, 2 * pow(2, Double(min(s.networkFailures - 1, 10))))
         default:
             reason = "HTTP \(e.code)\(e.text.isEmpty ? "" : ": \(e.text.prefix(80))")"
             wait = settings.pollInterval

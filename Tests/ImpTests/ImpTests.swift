@@ -198,6 +198,39 @@ final class ImpHarness: Sendable {
         #expect(!h.probe.messages.contains { $0.payload.contains(ImpHarness.matrix) })
     }
 
+    @Test func anAgentThatDoesNotAnswerIsRetriedSoonNotAfterAWholePollInterval() async throws {
+        // Nothing listens at the agents' address yet: connection refused. poll_interval is an hour, so
+        // only the quick retry for "no HTTP answer" can bring the device online within the wait; the
+        // second device's phase in the schedule (half an hour) must not delay that retry either.
+        let broker = try await Broker.start()
+        let port = TestEnvironment.freePort()
+        let base = uniqueBase()
+        let config = try SwitchyardConfig.parse(yaml: """
+            imp:
+              base_url: http://127.0.0.1:\(port)
+              poll_interval: 3600
+              devices:
+                - {name: big_clock, agent_id: \(ImpHarness.big)}
+                - {name: weather, agent_id: \(ImpHarness.weather)}
+            """, file: "t.yaml")
+        let under = try await BridgeUnderTest.start(broker: broker, base: base, subscribe: ["\(base)/#"],
+                                                    adapter: ImpAdapter(settings: try #require(config.imp)), info: [:])
+        defer { Task { await under.stop() } }
+        let t = "\(base)/imp/weather"
+        try await under.probe.waitFor("agent offline") { ms in ms.contains { $0.topic == t && $0.payload.contains(#""agent":"offline""#) } }
+        try await under.probe.waitFor("the warning") { ms in
+            ms.contains { $0.topic == "\(base)/bridge/log" && $0.payload.contains("weather: agent unreachable") }
+        }
+        let sim = try await ImpAgentSimulator.start(agents: [.init(id: ImpHarness.big, app: .bigClock, appcode: ImpHarness.bigCode),
+                                                            .init(id: ImpHarness.weather, app: .weather, appcode: "Weather")],
+                                                   port: UInt16(port))
+        defer { Task { await sim.stop() } }
+        try await under.probe.waitFor("online once the agent answers") { ms in
+            ms.contains { $0.topic == t && $0.payload.contains(#""agent":"online""#) && $0.payload.contains(#""app":"weather""#) }
+        }
+        try await under.probe.waitFor(topic: "\(t)/availability", payload: "online")
+    }
+
     @Test func impConfigProblemsAreReportedWithoutRepeatingTheSecret() {
         do {
             _ = try SwitchyardConfig.parse(yaml: """
