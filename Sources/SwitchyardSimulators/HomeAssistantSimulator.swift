@@ -132,6 +132,15 @@ public final class HomeAssistantSimulator: Sendable {
     public var connections: Int { state.withLock { $0.connections } }
     public var authAttempts: Int { state.withLock { $0.authAttempts } }
     public var connected: Int { state.withLock { $0.conns.values.filter(\.authed).count } }
+    /// The event types subscribed to by authenticated connections (`nil` for "all events").
+    public var eventSubscriptions: [String?] {
+        state.withLock { s in
+            s.conns.values.filter(\.authed).flatMap { $0.subs.values }.compactMap { sub -> String?? in
+                if case .events(let type) = sub { return .some(type) }
+                return nil
+            }
+        }
+    }
     public func entity(_ id: String) -> Entity? { state.withLock { $0.entities[id] } }
 
     /// Closes every connection (code 1000, as HA does when it stops).

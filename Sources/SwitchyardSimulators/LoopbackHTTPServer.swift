@@ -49,9 +49,10 @@ public final class LoopbackHTTPServer: Sendable {
     public var baseURL: String { "http://127.0.0.1:\(port)" }
 
     /// Starts the server; `routes` maps "METHOD /path" (FlyingFox route syntax, `*` wildcards) to handlers.
-    public static func start(routes: [(String, Handler)]) async throws -> LoopbackHTTPServer {
-        let server = HTTPServer(config: .init(address: try .inet(ip4: "127.0.0.1", port: 0), timeout: 30,
-                                              pool: NoDelayPool(inner: HTTPServer.defaultPool()), logger: .disabled))
+    /// `port` 0 takes any free port (tests that need a known port, e.g. an upstream that comes up late).
+    public static func start(routes: [(String, Handler)], port: UInt16 = 0) async throws -> LoopbackHTTPServer {
+        let server = HTTPServer(config: .init(address: try .inet(ip4: "127.0.0.1", port: port), timeout: 30,
+                                              pool: NoDelayPool(inner: HTTPServer.defaultPool()), logger: ErrorsToStderr()))
         let box = LateRef<LoopbackHTTPServer>()
         for (route, handler) in routes {
             await server.appendRoute(HTTPRoute(stringLiteral: route)) { req in
@@ -107,6 +108,19 @@ struct NoDelayPool: AsyncSocketPool {
         var one: Int32 = 1
         _ = setsockopt(socket.file.rawValue, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         try await inner.suspendSocket(socket, untilReadyFor: events)
+    }
+}
+
+/// FlyingFox's warnings and errors (a connection closed without an answer says why only here), on
+/// stderr: a test's output then shows what the simulator saw.
+struct ErrorsToStderr: FlyingSocks.Logging {
+    func logDebug(_ debug: @autoclosure () -> String) {}
+    func logInfo(_ info: @autoclosure () -> String) {}
+    func logWarning(_ warning: @autoclosure () -> String) { say("warning", warning()) }
+    func logError(_ error: @autoclosure () -> String) { say("error", error()) }
+    func logCritical(_ critical: @autoclosure () -> String) { say("critical", critical()) }
+    func say(_ level: String, _ text: String) {
+        FileHandle.standardError.write(Data("simulator http \(level): \(text)\n".utf8))
     }
 }
 

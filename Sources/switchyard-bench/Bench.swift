@@ -106,7 +106,7 @@ struct SwitchyardBench: AsyncParsableCommand {
     func report(_ figures: [Figure]) {
         if json {
             let enc = JSONEncoder()
-            enc.outputFormatting = [.prettyPrinted, .sortedKeys]
+            enc.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]   // one line: easy to pick out of a log, to append to a file, to jq
             print(String(decoding: try! enc.encode(figures), as: UTF8.self))
             return
         }

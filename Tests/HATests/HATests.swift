@@ -128,8 +128,7 @@ final class HAHarness: Sendable {
         let h = try await HAHarness.start(yaml: "  events: [custom_event]")
         defer { Task { await h.stop() } }
         try await h.waitTopic("availability", "online")
-        try await waitUntil("the event subscription is in place") { h.sim.connected == 1 }
-        await TestEnvironment.sleep(0.2)
+        try await waitUntil("the event subscription is in place") { h.sim.eventSubscriptions.contains("custom_event") }
         h.sim.fire("custom_event", ["x": 1])
         let m = try await h.probe.waitFor(topic: h.t("_event/custom_event"))
         let e = try JSONValue.parse(m.payload)

@@ -169,8 +169,8 @@ typealias H = LIFXHarness
         #expect(logs.contains { $0.contains("HTTP 429") && $0.contains("waiting") })
     }
 
-    @Test func fiftyRapidBrightnessCommandsCostAtMostThreeRequestsAndEndExact() async throws {
-        let h = try await H.start(configure: { $0.minInterval = 0.5 })
+    @Test func fiftyRapidBrightnessCommandsAreSpacedByMinIntervalMergedAndEndExact() async throws {
+        let h = try await H.start(configure: { $0.minInterval = 1.0 })
         defer { Task { await h.stop() } }
         try await h.waitListed()
         // A slider dragged through 50 values within one second (evenly over 0.9 s, by deadline, so
@@ -184,11 +184,21 @@ typealias H = LIFXHarness
         let spent = Date().timeIntervalSince(start)
         try await waitUntil("the last value reaches the light") { h.sim.light(H.kitchen)?.brightness == LIFXCloudSimulator.Light.q(0.5) }
         try await h.waitState("kitchen", "final value") { $0["brightness"] == 50 }
-        await TestEnvironment.sleep(0.7)   // anything still queued would have gone by now
+        await TestEnvironment.sleep(1.2)   // anything still queued would have gone by now
         let puts = h.actions.filter { $0.0.hasSuffix("/state") }
+        let times = h.sim.requests.filter { $0.method != "GET" && $0.path.hasSuffix("/state") }.map(\.at)
+        let gaps = zip(times.dropFirst(), times).map { Double($0 - $1) / 1e9 }
         print("coalescing: 50 commands over \(String(format: "%.2f", spent)) s -> \(puts.count) requests: "
-              + puts.map { $0.1?["brightness"].map(\.serialized) ?? "-" }.joined(separator: ", "))
-        #expect(puts.count <= 3 && puts.count >= 1)
+              + puts.map { $0.1?["brightness"].map(\.serialized) ?? "-" }.joined(separator: ", ")
+              + "; gaps " + gaps.map { String(format: "%.2f", $0) }.joined(separator: ", "))
+        // The rule, not a timing: no two requests closer than min_interval (1 s here). Read times at
+        // the simulator: a loaded machine widens the gaps, and only a first request that took more
+        // than 0.4 s on loopback could narrow one below 0.6 (0.5 s min_interval with a 0.1 s margin
+        // flaked at 0.37 under two busy loops on two cores). So the count is bounded by the span, and
+        // merging must have happened. The "3 requests for one second of drag at the default 0.5 s"
+        // figure is measured by `switchyard-bench --scenario lifx-budget`, where load cannot fail a build.
+        #expect(gaps.allSatisfy { $0 >= 0.6 }, "\(gaps)")
+        #expect(puts.count >= 1 && puts.count <= 10)
         #expect(puts.last?.1?["brightness"] == 0.5)
     }
 

@@ -157,7 +157,8 @@ func mode(_ path: String) -> mode_t {
         let location = try await followAuthorise(url, http: http)   // the browser shows an error page there; the user copies the URL
         let line = Array((location + "\n").utf8)
         _ = line.withUnsafeBytes { write(writer, $0.baseAddress, $0.count) }
-        #expect(await child.wait(timeout: 30) == 0)
+        let status = await child.wait(timeout: 30)
+        #expect(status == 0, "\((try? String(contentsOfFile: out, encoding: .utf8)) ?? "")")
         #expect(mode(store) == 0o600)
     }
 }

@@ -185,7 +185,13 @@ final class NovaHarness: Sendable {
         try await h.probe.waitFor("malformed ack on bridge/log") { ms in
             ms.contains { $0.topic == "\(h.base)/bridge/log" && $0.payload.contains("malformed ack") }
         }
-        try await h.waitState("key_light", "reconnected after the bad ack") { $0["status"] == "ready" }
+        // The command's own state updates also say "ready" (before the disconnect), so the reconnect
+        // is read from the radio and then from the latest state.
+        try await h.waitState("key_light", "available after the bad ack") { $0["status"] == "available" }
+        try await waitUntil("auto-connect connects again") { h.radio.connects == 3 }
+        try await h.probe.waitFor("ready again after the bad ack") { ms in
+            ms.last { $0.topic == h.topic("key_light") }.flatMap { try? JSONValue.parse($0.payload) }?["status"] == "ready"
+        }
         #expect(h.radio.connects == 3)
     }
 

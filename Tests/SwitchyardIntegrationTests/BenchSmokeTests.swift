@@ -14,7 +14,10 @@ import SwitchyardTestSupport
         let status = await child.wait(timeout: 120)
         let text = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
         #expect(status == 0, "\(text)")
-        let json = try JSONValue.parse(String(text[text.firstIndex(of: "[")!...]))
+        // The figures are the one line of JSON on stdout; stderr may carry log lines (a loaded machine
+        // gets keepalive or retry warnings from the in-process bridges), so the line is picked out.
+        let line = try #require(text.split(separator: "\n").last { $0.hasPrefix("[") && $0.hasSuffix("]") }, "\(text)")
+        let json = try JSONValue.parse(String(line))
         guard case .array(let figures) = json else { Issue.record("not a list: \(text)"); return }
         let scenarios = Set(figures.compactMap { $0["scenario"]?.stringValue })
         #expect(scenarios == ["baseline", "publish", "ha-mirror", "command-latency", "startup", "memory", "lifx-budget"])

@@ -10,12 +10,41 @@ public enum TestEnvironment {
     static let issued = Mutex<Set<Int>>([])
 
     /// A TCP port on 127.0.0.1 that nothing listens on right now and no other test of this process got.
+    ///
+    /// It is taken below the kernel's ephemeral range (`ip_local_port_range`) when there is room: a
+    /// port from that range can be given, between this check and the child's `bind`, to any outgoing
+    /// connection on the machine as its local port, and the child's `bind` then fails (seen as a rare
+    /// flake of a command that listens on a configured port).
     public static func freePort() -> Int {
+        let low = ephemeralRangeStart()
+        if low > 11_000 {
+            for _ in 0..<200 {
+                let p = Int.random(in: 10_000..<low)
+                guard canBind(port: p), issued.withLock({ $0.insert(p).inserted }) else { continue }
+                return p
+            }
+        }
         for _ in 0..<100 {
             let p = anyFreePort()
             if issued.withLock({ $0.insert(p).inserted }) { return p }
         }
         return anyFreePort()
+    }
+
+    static func ephemeralRangeStart() -> Int {
+        let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+        return text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).first.flatMap { Int($0) } ?? 0
+    }
+
+    static func canBind(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        let len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        return withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } } == 0
     }
 
     static func anyFreePort() -> Int {

@@ -22,6 +22,10 @@ public final class MQTTProbe: @unchecked Sendable {
     let received = Mutex<[Message]>([])
     let connected = Atomic<Bool>(false)
     let subacks = Atomic<Int>(0)
+    /// Filters subscribed so far: subscribed again after a reconnect (the session is clean).
+    let filters = Mutex<[String]>([])
+    /// The rc of the last disconnect (libmosquitto's), for error messages.
+    let lastDisconnect = Atomic<Int32>(-1)
 
     public init(port: Int, clientID: String = "probe-\(UUID().uuidString.prefix(8))", protocolVersion: Int = 4) throws {
         _ = Self.initialised
@@ -33,6 +37,7 @@ public final class MQTTProbe: @unchecked Sendable {
         mosquitto_connect_callback_set(h, ProbeCallbacks.onConnect)
         mosquitto_message_callback_set(h, ProbeCallbacks.onMessage)
         mosquitto_subscribe_callback_set(h, ProbeCallbacks.onSubscribe)
+        mosquitto_disconnect_callback_set(h, ProbeCallbacks.onDisconnect)
         guard mosquitto_loop_start(h) == MOSQ_ERR_SUCCESS.rawValue else { throw TestError("loop_start failed") }
         guard mosquitto_connect_async(h, "127.0.0.1", Int32(port), 30) == MOSQ_ERR_SUCCESS.rawValue else { throw TestError("connect failed") }
     }
@@ -59,8 +64,18 @@ public final class MQTTProbe: @unchecked Sendable {
 
     public func subscribe(_ filters: [String]) async throws {
         for f in filters {
+            self.filters.withLock { $0.append(f) }
             let before = subacks.load(ordering: .relaxed)
-            guard mosquitto_subscribe(handle, nil, f, 1) == MOSQ_ERR_SUCCESS.rawValue else { throw TestError("subscribe \(f) failed") }
+            var rc = mosquitto_subscribe(handle, nil, f, 1)
+            // Not connected right now (a loaded machine can drop and re-open the probe's connection):
+            // libmosquitto reconnects on its own and onConnect subscribes the filters again.
+            for _ in 0..<500 where rc == MOSQ_ERR_NO_CONN.rawValue {
+                await TestEnvironment.sleep(0.02)
+                if connected.load(ordering: .relaxed) { rc = mosquitto_subscribe(handle, nil, f, 1) }
+            }
+            guard rc == MOSQ_ERR_SUCCESS.rawValue else {
+                throw TestError("subscribe \(f) failed: \(String(cString: mosquitto_strerror(rc))) (last disconnect rc \(lastDisconnect.load(ordering: .relaxed)))")
+            }
             for _ in 0..<600 where subacks.load(ordering: .relaxed) == before { await TestEnvironment.sleep(0.02) }
         }
     }
@@ -110,9 +125,17 @@ public final class MQTTProbe: @unchecked Sendable {
 
 /// C callbacks, defined in nonisolated code (a static on a plain enum): libmosquitto calls them on its thread.
 enum ProbeCallbacks {
-    static let onConnect: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32) -> Void = { _, obj, rc in
+    static let onConnect: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32) -> Void = { mosq, obj, rc in
         guard let obj, rc == 0 else { return }
-        Unmanaged<MQTTProbe>.fromOpaque(obj).takeUnretainedValue().connected.store(true, ordering: .relaxed)
+        let probe = Unmanaged<MQTTProbe>.fromOpaque(obj).takeUnretainedValue()
+        for f in probe.filters.withLock({ $0 }) { mosquitto_subscribe(mosq, nil, f, 1) }
+        probe.connected.store(true, ordering: .relaxed)
+    }
+    static let onDisconnect: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32) -> Void = { _, obj, rc in
+        guard let obj else { return }
+        let probe = Unmanaged<MQTTProbe>.fromOpaque(obj).takeUnretainedValue()
+        probe.connected.store(false, ordering: .relaxed)
+        probe.lastDisconnect.store(rc, ordering: .relaxed)
     }
     static let onSubscribe: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32, Int32, UnsafePointer<Int32>?) -> Void = { _, obj, _, _, _ in
         guard let obj else { return }
