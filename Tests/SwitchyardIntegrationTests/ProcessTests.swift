@@ -171,3 +171,21 @@ import SwitchyardTestSupport
         #expect(!bridge.outputText.isEmpty)
     }
 }
+
+/// The test harness itself: a child started by a test gets stdin, stdout and stderr and nothing else.
+@Suite struct ChildProcessTests {
+    @Test func aChildInheritsNoOtherDescriptor() async throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)   // no CLOEXEC, as many libraries open them
+        defer { close(fd) }
+        #expect(fd >= 3)
+        let out = TestEnvironment.makeTempDir("fds").appendingPathComponent("out").path
+        // The shell lists what its descriptors point at (its stdin, stdout, stderr, the directory the
+        // glob reads, and nothing of ours).
+        let child = try ChildProcess(path: "/bin/sh", arguments: ["-c", "for f in /proc/$$/fd/*; do echo ${f##*/} $(readlink $f); done"],
+                                     outputFile: out)
+        #expect(await child.wait(timeout: 30) == 0)
+        let lines = try String(contentsOfFile: out, encoding: .utf8).split(separator: "\n")
+        #expect(lines.contains { $0.hasPrefix("1 ") } && lines.contains { $0.hasPrefix("2 ") })
+        #expect(!lines.contains { $0.contains("socket:") }, "\(lines)")
+    }
+}

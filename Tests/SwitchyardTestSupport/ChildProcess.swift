@@ -20,6 +20,13 @@ public final class ChildProcess: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, stdinFile, O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outputFile, O_WRONLY | O_CREAT | O_APPEND, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else of this process goes to the child. Sockets opened without CLOEXEC (the
+        // simulators' accepted connections, clients' sockets) would otherwise live on in every child
+        // started meanwhile: a connection the parent closed stays open for its peer, and an epoll set
+        // keeps reporting the old socket's hang-up under a descriptor number the parent has already
+        // reused, so a fresh connection is dropped without an answer ("Server returned nothing").
+        // (glibc ≥ 2.34 has the call; Swift's Glibc module does not import it, so it is looked up.)
+        if let closeFrom = Self.addCloseFrom { _ = closeFrom(&actions, 3) }
         // Threads of a Swift process run with signals blocked; the child must not inherit that mask,
         // or it would ignore SIGTERM.
         var attr = posix_spawnattr_t()
@@ -44,6 +51,12 @@ public final class ChildProcess: @unchecked Sendable {
         guard rc == 0 else { throw TestError("posix_spawn \(path) failed: \(String(cString: strerror(rc)))") }
         pid = p
     }
+
+    typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    static let addCloseFrom: AddCloseFrom? = {
+        guard let sym = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+        return unsafeBitCast(sym, to: AddCloseFrom.self)
+    }()
 
     /// Exit status (or 128+signal), once the process has ended; nil while it runs.
     public var exitStatus: Int32? {
