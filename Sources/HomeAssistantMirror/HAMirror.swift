@@ -11,12 +11,9 @@ import WSClient
 public actor HAMirror: MirrorAdapter {
     public nonisolated let id = "ha"
 
-    struct Entity: Equatable {
-        var state: String
-        var attributes: [String: JSONValue]
-        var lastChanged: String?
-        var lastUpdated: String?
-    }
+    /// One entity as mirrored: topic suffix (`state`, an attribute, `last_changed`) → retained payload.
+    /// This is all the mirror keeps per entity: HA's attributes are not held beyond what is published.
+    typealias Topics = [String: String]
 
     enum Role {
         case entities, stateEvents, getStates, registry, event(String), features
@@ -30,8 +27,8 @@ public actor HAMirror: MirrorAdapter {
     var authInvalid = false
     var roles: [Int: Role] = [:]
     var waiting: [Int: CheckedContinuation<JSONValue, any Error>] = [:]
-    var entities: [String: Entity] = [:]
-    var published: [String: [String: String]] = [:]
+    var published: [String: Topics] = [:]   // entity id → what its topics hold on the broker
+    var suffixes: Set<String> = []           // attribute names, stored once (thousands of entities share a few)
     var own: Set<String> = []
     var awaitingSnapshot = false
     var lastError: String?
@@ -108,10 +105,16 @@ public actor HAMirror: MirrorAdapter {
         }
         defer { authDeadline.cancel() }
         for try await message in inbound.messages(maxSize: settings.maxMessageSize) {
-            guard case .text(let text) = message, let v = try? JSONValue.parse(text) else { continue }
+            guard case .text(let text) = message else { continue }
+            // The entities snapshot (`event.a`, thousands of entities in one message) is turned into topics
+            // entity by entity while it is parsed: the whole tree would briefly cost several times the mirror.
+            var adds: [Int: [String: Topics]] = [:]
+            guard let v = try? JSONValue.parse(Array(text.utf8), streaming: [["event", "a"]], visit: { m in
+                if let eid = m.key { adds[m.document, default: [:]][eid] = topics(compressed: m.value) }
+            }) else { continue }
             let items = v.arrayValue ?? [v]   // coalesced: several messages in one frame
-            for item in items {
-                if try await !receive(item, outbound: outbound, token: token) {
+            for (n, item) in items.enumerated() {
+                if try await !receive(item, adds: adds.removeValue(forKey: n) ?? [:], outbound: outbound, token: token) {
                     try? await outbound.close(.normalClosure, reason: nil)
                     return
                 }
@@ -122,7 +125,7 @@ public actor HAMirror: MirrorAdapter {
     func setError(_ message: String) { lastError = message }
 
     /// Handles one message; false ends the session.
-    func receive(_ m: JSONValue, outbound: WebSocketOutboundWriter, token: String) async throws -> Bool {
+    func receive(_ m: JSONValue, adds: [String: Topics] = [:], outbound: WebSocketOutboundWriter, token: String) async throws -> Bool {
         switch m["type"]?.stringValue {
         case "auth_required":
             try await outbound.writeTextMessage(JSONValue.object(["type": "auth", "access_token": .string(token)]).serialized)
@@ -152,15 +155,14 @@ public actor HAMirror: MirrorAdapter {
                     if e["platform"] == "mqtt", let uid = e["unique_id"]?.stringValue, uid.hasPrefix(settings.ownUniqueIDPrefix),
                        let eid = e["entity_id"]?.stringValue {
                         own.insert(eid)
-                        entities[eid] = nil
-                        await sync(eid)
+                        await sync(eid, nil)
                     }
                 }
                 roles[id] = nil
             case .getStates?:
-                var snapshot: [String: Entity] = [:]
+                var snapshot: [String: Topics] = [:]
                 for s in m["result"]?.arrayValue ?? [] {
-                    if let eid = s["entity_id"]?.stringValue, let e = Self.entity(full: s) { snapshot[eid] = e }
+                    if let eid = s["entity_id"]?.stringValue, let t = topics(full: s) { snapshot[eid] = t }
                 }
                 await resync(snapshot)
                 roles[id] = nil
@@ -170,7 +172,7 @@ public actor HAMirror: MirrorAdapter {
         case "event":
             guard let id = m["id"]?.intValue, let role = roles[id], let event = m["event"] else { break }
             switch role {
-            case .entities: await entityEvent(event)
+            case .entities: await entityEvent(event, adds: adds)
             case .stateEvents: await stateChanged(event)
             case .event(let type):
                 var o: [String: JSONValue] = ["event_type": event["event_type"] ?? .string(type), "event_data": event["data"] ?? .object([:])]
@@ -260,11 +262,30 @@ public actor HAMirror: MirrorAdapter {
 
     // MARK: the mirror
 
-    static func entity(full s: JSONValue) -> Entity? {
+    /// The topics of an entity given whole (`get_states`, `state_changed`).
+    func topics(full s: JSONValue) -> Topics? {
         guard let state = s["state"]?.stringValue else { return nil }
-        return Entity(state: state, attributes: s["attributes"]?.objectValue ?? [:], lastChanged: iso(s["last_changed"]),
-                      lastUpdated: iso(s["last_updated"]))
+        var t: Topics = [:]
+        apply(to: &t, state: state, attributes: s["attributes"]?.objectValue, removed: [],
+              lastChanged: s["last_changed"], lastUpdated: s["last_updated"])
+        return t
     }
+
+    /// Merges a state, attributes and timestamps into an entity's topics; only what is published is kept.
+    func apply(to t: inout Topics, state: String?, attributes: [String: JSONValue]?, removed: [String],
+               lastChanged: JSONValue?, lastUpdated: JSONValue?) {
+        if let state { t["state"] = state }
+        if settings.publishAttributes {
+            for (k, v) in attributes ?? [:] where Self.publishable(k) { t[intern(k)] = v.serialized }
+            for k in removed where Self.publishable(k) { t[k] = nil }
+        }
+        if settings.publishTimestamps {
+            if let lc = Self.iso(lastChanged) { t["last_changed"] = lc; t["last_updated"] = lc }
+            if let lu = Self.iso(lastUpdated) { t["last_updated"] = lu }
+        }
+    }
+
+    func intern(_ s: String) -> String { suffixes.insert(s).memberAfterInsert }
 
     static func iso(_ v: JSONValue?) -> String? {
         switch v {
@@ -274,80 +295,68 @@ public actor HAMirror: MirrorAdapter {
         }
     }
 
+    /// Attribute names that would collide with the command topics or the entity's own topics, or nest,
+    /// are not published.
+    static let reservedSuffixes: Set<String> = ["set", "get", "result", "availability", "state", "last_changed", "last_updated"]
+    static func publishable(_ k: String) -> Bool { !k.isEmpty && !reservedSuffixes.contains(k) && !k.contains("/") }
+
     func mirrored(_ eid: String) -> Bool { settings.entityAllowed(eid) && !own.contains(eid) }
 
     /// A full snapshot (first connect or after a reconnect): publish what differs, clear what is gone.
-    func resync(_ snapshot: [String: Entity]) async {
-        let gone = Set(entities.keys).union(published.keys).subtracting(snapshot.keys)
-        entities = snapshot.filter { mirrored($0.key) }
-        for eid in gone.sorted() { await sync(eid) }
-        for eid in entities.keys.sorted() { await sync(eid) }
+    func resync(_ snapshot: [String: Topics]) async {
+        for eid in published.keys.sorted() where snapshot[eid] == nil || !mirrored(eid) { await sync(eid, nil) }
+        for (eid, t) in snapshot.sorted(by: { $0.key < $1.key }) where mirrored(eid) { await sync(eid, t) }
+    }
+
+    /// One entity of a `subscribe_entities` add (compressed: `s`, `a`, `lc`, `lu` left out when equal to `lc`).
+    func topics(compressed v: JSONValue) -> Topics {
+        var t: Topics = [:]
+        apply(to: &t, state: v["s"]?.stringValue ?? "", attributes: v["a"]?.objectValue, removed: [],
+              lastChanged: v["lc"], lastUpdated: v["lu"] ?? v["lc"])
+        return t
     }
 
     /// `subscribe_entities`: `a` (adds; the first one is the snapshot), `c` (diffs), `r` (removals).
-    func entityEvent(_ e: JSONValue) async {
-        if let adds = e["a"]?.objectValue {
-            var parsed: [String: Entity] = [:]
-            for (eid, v) in adds {
-                parsed[eid] = Entity(state: v["s"]?.stringValue ?? "", attributes: v["a"]?.objectValue ?? [:], lastChanged: Self.iso(v["lc"]),
-                                     lastUpdated: Self.iso(v["lu"] ?? v["lc"]))
-            }
+    /// The adds arrive already turned into topics (streamed out of the message while it was parsed).
+    func entityEvent(_ e: JSONValue, adds parsed: [String: Topics]) async {
+        if e["a"] != nil {
             if awaitingSnapshot {
                 awaitingSnapshot = false
                 await resync(parsed)
             } else {
-                for (eid, ent) in parsed.sorted(by: { $0.key < $1.key }) where mirrored(eid) {
-                    entities[eid] = ent
-                    await sync(eid)
-                }
+                for (eid, t) in parsed.sorted(by: { $0.key < $1.key }) where mirrored(eid) { await sync(eid, t) }
             }
         }
         if let changes = e["c"]?.objectValue {
             for (eid, diff) in changes.sorted(by: { $0.key < $1.key }) where mirrored(eid) {
-                guard var ent = entities[eid] else { continue }
-                if let plus = diff["+"] {
-                    if let s = plus["s"]?.stringValue { ent.state = s }
-                    for (k, v) in plus["a"]?.objectValue ?? [:] { ent.attributes[k] = v }   // merged, not replaced
-                    if let lc = Self.iso(plus["lc"]) { ent.lastChanged = lc; ent.lastUpdated = lc }
-                    if let lu = Self.iso(plus["lu"]) { ent.lastUpdated = lu }
-                }
-                for k in diff["-"]?["a"]?.arrayValue?.compactMap(\.stringValue) ?? [] { ent.attributes[k] = nil }
-                entities[eid] = ent
-                await sync(eid)
+                guard var t = published[eid] else { continue }
+                let plus = diff["+"]
+                // Attributes are merged, not replaced; `-` lists the ones that went away.
+                apply(to: &t, state: plus?["s"]?.stringValue, attributes: plus?["a"]?.objectValue,
+                      removed: diff["-"]?["a"]?.arrayValue?.compactMap(\.stringValue) ?? [],
+                      lastChanged: plus?["lc"], lastUpdated: plus?["lu"])
+                await sync(eid, t)
             }
         }
-        for eid in e["r"]?.arrayValue?.compactMap(\.stringValue) ?? [] {
-            entities[eid] = nil
-            await sync(eid)
+        for eid in e["r"]?.arrayValue?.compactMap(\.stringValue) ?? [] where published[eid] != nil {
+            await sync(eid, nil)
         }
     }
 
     /// `state_changed`: `new_state` null = removed.
     func stateChanged(_ e: JSONValue) async {
         guard let eid = e["data"]?["entity_id"]?.stringValue, mirrored(eid) else { return }
-        if let s = e["data"]?["new_state"], let ent = Self.entity(full: s) { entities[eid] = ent } else { entities[eid] = nil }
-        await sync(eid)
+        await sync(eid, e["data"]?["new_state"].flatMap { topics(full: $0) })
     }
 
-    static let reservedSuffixes: Set<String> = ["set", "get", "result", "availability"]
-
     /// Publishes the entity's topics that differ from what was last published and clears those that
-    /// no longer exist (an empty retained payload).
-    func sync(_ eid: String) async {
+    /// no longer exist (an empty retained payload). `want` nil: the entity is gone.
+    func sync(_ eid: String, _ want: Topics?) async {
         guard let dot = eid.firstIndex(of: ".") else { return }
-        let base = "\(eid[..<dot])/\(eid[eid.index(after: dot)...])"
-        var want: [String: String] = [:]
-        if let e = entities[eid] {
-            want["state"] = e.state
-            if settings.publishAttributes {
-                for (k, v) in e.attributes where !Self.reservedSuffixes.contains(k) && !k.contains("/") && !k.isEmpty { want[k] = v.serialized }
-            }
-            if settings.publishTimestamps {
-                if let t = e.lastChanged { want["last_changed"] = t }
-                if let t = e.lastUpdated { want["last_updated"] = t }
-            }
-        }
+        let want = want ?? [:]
         let had = published[eid] ?? [:]
+        guard want != had else { return }
+        let base = "\(eid[..<dot])/\(eid[eid.index(after: dot)...])"
         for (suffix, payload) in want.sorted(by: { $0.key < $1.key }) where had[suffix] != payload {
             await context?.publish("\(base)/\(suffix)", Array(payload.utf8), retain: true)
         }

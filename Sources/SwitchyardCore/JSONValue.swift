@@ -44,6 +44,30 @@ public enum JSONValue: Sendable, Equatable, Hashable {
         try parse(Array(text.utf8))
     }
 
+    /// One member of a streamed container: which document (the element of a top-level array, else 0),
+    /// which of the streamed paths, and the member's key (nil in an array) and value.
+    public struct StreamedMember {
+        public let document: Int
+        public let path: Int
+        public let key: String?
+        public let value: JSONValue
+    }
+
+    /// Parses like `parse`, except that the members of each object or array found at one of `paths`
+    /// (keys from the document root, or from each element of a top-level array) are handed to `visit`
+    /// one at a time as they are parsed and left out of the result, where that container is empty.
+    /// A large message (a snapshot of thousands of entities) then never exists as one tree: only the
+    /// member being visited does.
+    public static func parse(_ bytes: [UInt8], streaming paths: [[String]],
+                             visit: (StreamedMember) -> Void) throws(ParseError) -> JSONValue {
+        try withoutActuallyEscaping(visit) { (visit) throws(ParseError) -> JSONValue in
+            var p = JSONParser(bytes: bytes)
+            p.streamPaths = paths
+            p.visit = visit
+            return try p.parseDocument()
+        }
+    }
+
     // MARK: serialising
 
     public var serialized: String {
@@ -132,8 +156,15 @@ struct JSONParser {
     let bytes: [UInt8]
     var i = 0
     var depth = 0
+    var streamPaths: [[String]] = []
+    var visit: ((JSONValue.StreamedMember) -> Void)?
+    var document = 0
 
     init(bytes: [UInt8]) { self.bytes = bytes }
+
+    /// Where a value sits relative to the streamed paths: for each path, how many of its keys were matched
+    /// on the way down (nil: left that path).
+    typealias Trail = [Int?]
 
     func fail(_ what: String) -> JSONValue.ParseError {
         JSONValue.ParseError(description: "\(what) at byte \(i)")
@@ -141,7 +172,14 @@ struct JSONParser {
 
     mutating func parseDocument() throws(JSONValue.ParseError) -> JSONValue {
         skipSpace()
-        let v = try parseValue()
+        let v: JSONValue
+        if streamPaths.isEmpty {
+            v = try parseValue()
+        } else if i < bytes.count, bytes[i] == UInt8(ascii: "[") {
+            v = try parseValue(trail: nil, documents: true)
+        } else {
+            v = try parseValue(trail: streamPaths.map { _ in 0 })
+        }
         skipSpace()
         if i != bytes.count { throw fail("unexpected trailing characters") }
         return v
@@ -158,8 +196,11 @@ struct JSONParser {
         return value
     }
 
-    mutating func parseValue() throws(JSONValue.ParseError) -> JSONValue {
+    /// `trail` nil: not on a streamed path. `documents`: the top-level array whose elements are documents.
+    mutating func parseValue(trail: Trail? = nil, documents: Bool = false) throws(JSONValue.ParseError) -> JSONValue {
         guard i < bytes.count else { throw fail("unexpected end") }
+        // The container at the end of a streamed path: each member goes to `visit`, none is kept.
+        let streamed = trail.flatMap { t in t.indices.first { t[$0] == streamPaths[$0].count } }
         switch bytes[i] {
         case UInt8(ascii: "{"):
             depth += 1
@@ -176,7 +217,18 @@ struct JSONParser {
                 guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
                 i += 1
                 skipSpace()
-                o[k] = try parseValue()
+                if let streamed {
+                    let v = try parseValue()
+                    visit?(JSONValue.StreamedMember(document: document, path: streamed, key: k, value: v))
+                } else if let trail {
+                    // Follow each path whose next key is this one.
+                    let next: Trail = trail.indices.map { n in
+                        trail[n].flatMap { m in m < streamPaths[n].count && streamPaths[n][m] == k ? m + 1 : nil }
+                    }
+                    o[k] = try parseValue(trail: next.contains { $0 != nil } ? next : nil)
+                } else {
+                    o[k] = try parseValue()
+                }
                 skipSpace()
                 guard i < bytes.count else { throw fail("unexpected end") }
                 if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
@@ -192,7 +244,15 @@ struct JSONParser {
             if i < bytes.count, bytes[i] == UInt8(ascii: "]") { i += 1; depth -= 1; return .array(a) }
             while true {
                 skipSpace()
-                a.append(try parseValue())
+                if documents {
+                    a.append(try parseValue(trail: streamPaths.map { _ in 0 }))
+                    document += 1
+                } else if let streamed {
+                    let v = try parseValue()
+                    visit?(JSONValue.StreamedMember(document: document, path: streamed, key: nil, value: v))
+                } else {
+                    a.append(try parseValue())
+                }
                 skipSpace()
                 guard i < bytes.count else { throw fail("unexpected end") }
                 if bytes[i] == UInt8(ascii: ",") { i += 1; continue }

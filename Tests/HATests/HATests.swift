@@ -124,6 +124,27 @@ final class HAHarness: Sendable {
                          "sensor/outside/state ", "sensor/outside/unit_of_measurement "])
     }
 
+    @Test func attributesNamedLikeTheEntitysOwnTopicsNeverOverwriteThem() async throws {
+        let h = try await HAHarness.start(extra: [.init("sensor.odd", "12", ["state": "attr", "last_changed": "attr", "result": 1, "note": "n"])],
+                                          tune: { $0.publishTimestamps = true })
+        defer { Task { await h.stop() } }
+        try await h.waitTopic("sensor/odd/note", "\"n\"")
+        try await h.waitTopic("sensor/odd/state", "12")
+        h.probe.clear()
+        h.sim.set("sensor.odd", attributes: ["state": "attr2", "note": "m"])
+        try await h.waitTopic("sensor/odd/note", "\"m\"")
+        h.sim.set("sensor.odd", remove: ["state"])
+        h.sim.set("sensor.odd", state: "13")
+        try await h.waitTopic("sensor/odd/state", "13")
+        await TestEnvironment.sleep(0.3)
+        let all = h.probe.messages.filter { $0.topic.hasPrefix(h.t("sensor/odd/")) }
+        #expect(!all.contains { $0.payload.contains("attr") }, "\(all)")
+        #expect(!all.contains { $0.topic == h.t("sensor/odd/state") && $0.payload != "13" }, "\(all)")
+        #expect(!all.contains { $0.topic == h.t("sensor/odd/result") })
+        let lc = try #require(h.probe.last(h.t("sensor/odd/last_changed")))
+        #expect(Timestamp.parse(lc) != nil, "\(lc)")
+    }
+
     @Test func subscribedEventsAreMirrored() async throws {
         let h = try await HAHarness.start(yaml: "  events: [custom_event]")
         defer { Task { await h.stop() } }

@@ -93,6 +93,39 @@ import Testing
     }
 }
 
+@Suite struct JSONStreamingTests {
+    /// The compressed subscribe_entities shape, coalesced with a registry result, as HA sends it.
+    let frame = #"[{"id":2,"type":"result","success":true,"result":[{"entity_id":"light.a","platform":"mqtt"},{"entity_id":"light.b"}]},"#
+        + #"{"type":"event","event":{"a":{"light.a":{"s":"on","a":{"b":1}},"light.b":{"s":"off"}},"x":[1]},"id":3}]"#
+
+    @Test func membersAtAPathAreVisitedOneByOneAndLeftOutOfTheTree() throws {
+        var seen: [String] = []
+        let v = try JSONValue.parse(Array(frame.utf8), streaming: [["event", "a"], ["result"]]) { m in
+            seen.append("\(m.document) \(m.path) \(m.key ?? "-") \(m.value.serialized)")
+        }
+        #expect(seen == [
+            #"0 1 - {"entity_id":"light.a","platform":"mqtt"}"#, #"0 1 - {"entity_id":"light.b"}"#,
+            #"1 0 light.a {"a":{"b":1},"s":"on"}"#, #"1 0 light.b {"s":"off"}"#,
+        ])
+        // Everything else is parsed as usual; the streamed containers are empty.
+        #expect(v.arrayValue?[0]["result"] == .array([]))
+        #expect(v.arrayValue?[1]["event"] == ["a": [:], "x": [1]])
+        #expect(v.arrayValue?[1]["id"] == 3)
+        // Without streaming, the same text parses whole.
+        let whole = try JSONValue.parse(frame)
+        #expect(whole.arrayValue?[1]["event"]?["a"]?["light.b"] == ["s": "off"])
+    }
+
+    @Test func aPathThatIsNotThereOrNotAContainerChangesNothing() throws {
+        let text = #"{"event":{"a":"scalar"},"result":null,"b":{"event":{"a":{"k":1}}}}"#
+        var visits = 0
+        let v = try JSONValue.parse(Array(text.utf8), streaming: [["event", "a"], ["result"], ["nope"]]) { _ in visits += 1 }
+        #expect(visits == 0)   // only from the root: b.event.a is not on the path
+        #expect(v == (try JSONValue.parse(text)))
+        #expect(throws: JSONValue.ParseError.self) { try JSONValue.parse(Array(#"{"event":{"a":{"k":}}}"#.utf8), streaming: [["event", "a"]]) { _ in } }
+    }
+}
+
 @Suite struct CommandTests {
     let light = DeviceDescriptor(id: "l1", label: "Lamp", category: .light, capabilities: [
         .state(), .brightness(), .colorTemp(minKelvin: 2500, maxKelvin: 9000), .color(), .transition(),
