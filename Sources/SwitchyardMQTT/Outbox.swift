@@ -12,7 +12,11 @@ struct FIFO<Element> {
         guard head < items.count else { return nil }
         let e = items[head]
         head += 1
-        if head > 1024 && head * 2 > items.count {
+        if head == items.count {
+            // Drained: a burst (every retained topic re-published on connect) leaves no large array behind.
+            items.removeAll(keepingCapacity: items.capacity <= 1024)
+            head = 0
+        } else if head > 1024 && head * 2 > items.count {
             items.removeFirst(head)
             head = 0
         }
@@ -27,7 +31,7 @@ struct FIFO<Element> {
 /// Pure bookkeeping: no I/O, so it is unit-tested without a broker.
 struct Outbox {
     enum Key: Hashable {
-        case retained(topic: String, generation: UInt64)
+        case retained(topic: String, generation: UInt32)
         case event(id: UInt64)
     }
 
@@ -38,12 +42,40 @@ struct Outbox {
         var retain: Bool
     }
 
+    /// The ledger holds every retained topic for the life of the process (tens of thousands with a large
+    /// Home Assistant mirror), so its entries are kept small: 32 bytes plus the payload, which is stored
+    /// without an allocation when it is UTF-8 of at most 15 bytes (`online`, `21.5`, `"W"`).
     struct RetainedEntry {
-        var payload: [UInt8]
-        var qos: Int
+        var stored: StoredPayload
         var order: UInt64       // first publish: republish keeps the original order
-        var generation: UInt64  // bumped on every new value
+        var generation: UInt32  // bumped (wrapping) on every new value
+        var qos: UInt8
         var acked: Bool
+
+        var payload: [UInt8] { stored.bytes }
+    }
+
+    enum StoredPayload {
+        case text(String)       // String keeps up to 15 UTF-8 bytes inline
+        case bytes([UInt8])
+
+        init(_ b: [UInt8]) {
+            if b.count <= 15, let s = String(validating: b, as: UTF8.self) { self = .text(s) } else { self = .bytes(b) }
+        }
+
+        var bytes: [UInt8] {
+            switch self {
+            case .text(let s): return Array(s.utf8)
+            case .bytes(let b): return b
+            }
+        }
+
+        var isEmpty: Bool {
+            switch self {
+            case .text(let s): return s.isEmpty
+            case .bytes(let b): return b.isEmpty
+            }
+        }
     }
 
     let maxEvents: Int
@@ -65,9 +97,9 @@ struct Outbox {
     mutating func add(topic: String, payload: [UInt8], qos: Int, retain: Bool) {
         nextOrder += 1
         if retain {
-            var e = ledger[topic] ?? RetainedEntry(payload: payload, qos: qos, order: nextOrder, generation: 0, acked: false)
-            e.payload = payload
-            e.qos = qos
+            var e = ledger[topic] ?? RetainedEntry(stored: .bytes([]), order: nextOrder, generation: 0, qos: 0, acked: false)
+            e.stored = StoredPayload(payload)
+            e.qos = UInt8(clamping: qos)
             e.generation &+= 1
             e.acked = false
             ledger[topic] = e
@@ -89,7 +121,7 @@ struct Outbox {
             switch key {
             case .retained(let topic, let generation):
                 guard let e = ledger[topic], e.generation == generation, !e.acked else { continue }
-                return (key, Message(topic: topic, payload: e.payload, qos: e.qos, retain: true))
+                return (key, Message(topic: topic, payload: e.payload, qos: Int(e.qos), retain: true))
             case .event(let id):
                 guard let m = events[id] else { continue }
                 return (key, m)
@@ -117,7 +149,7 @@ struct Outbox {
         switch key {
         case .retained(let topic, let generation):
             if var e = ledger[topic], e.generation == generation {
-                if e.payload.isEmpty {
+                if e.stored.isEmpty {
                     ledger[topic] = nil   // a delivered clear needs no republish
                 } else {
                     e.acked = true
@@ -140,7 +172,7 @@ struct Outbox {
             return a.value.order < b.value.order
         }
         for (topic, e) in ordered {
-            if e.payload.isEmpty && e.acked { continue }
+            if e.stored.isEmpty && e.acked { continue }
             ledger[topic]!.acked = false
             sendQueue.push(.retained(topic: topic, generation: e.generation))
         }

@@ -55,6 +55,24 @@ import SwitchyardTestSupport
         #expect(drain(&o) == ["state=online", "r1=a", "r2=b"])
     }
 
+    @Test func theLedgerGivesBackExactlyTheBytesItWasGiven() {
+        var o = Outbox(maxEvents: 10)
+        let payloads: [[UInt8]] = [
+            [], Array("online".utf8), Array("\"°C\"".utf8), Array("exactly 15 byte".utf8), Array("sixteen bytes!!!".utf8),
+            [0xff, 0xfe, 0x00, 0x41], Array("é".utf8) + [0x80], Array(repeating: 0x7a, count: 300),
+        ]
+        for (i, p) in payloads.enumerated() { o.add(topic: "t\(i)", payload: p, qos: 1, retain: true) }
+        var got: [String: [UInt8]] = [:]
+        var mid: Int32 = 0
+        while let (key, m) = o.next() {
+            mid += 1
+            o.sent(key, mid: mid)
+            got[m.topic] = m.payload
+            #expect(m.retain && m.qos == 1)
+        }
+        for (i, p) in payloads.enumerated() { #expect(got["t\(i)"] == p, "t\(i)") }
+    }
+
     @Test func backoffIsBoundedExponentialWithJitter() {
         let s = MQTTSettings(clientID: "x", stateTopic: "t", reconnectMinDelay: 1, reconnectMaxDelay: 30)
         #expect(s.backoff(attempt: 0, random: 1) == 1)
