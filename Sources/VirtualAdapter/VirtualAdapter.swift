@@ -26,23 +26,26 @@ public actor VirtualAdapter: Adapter {
         self.sensorInterval = sensorInterval
     }
 
+    // One capability list per type, shared by every device of it (a thousand lights hold one copy).
+    static let switchCapabilities: [Capability] = [.state()]
+    static let sensorCapabilities: [Capability] = [
+        Capability("temperature", .number(min: -40, max: 80, precision: 1), unit: "°C", role: .sensor, deviceClass: "temperature"),
+    ]
+    static let lightCapabilities: [Capability] = [
+        .state(), .brightness(), .colorTemp(minKelvin: 2500, maxKelvin: 9000), .color(), .colorMode(), .transition(),
+    ]
+
     static func descriptor(_ d: Device) -> DeviceDescriptor {
         switch d.type {
         case "switch":
             return DeviceDescriptor(id: d.name, label: d.label, configuredName: d.name, model: "virtual switch", manufacturer: "Switchyard",
-                                    category: .switch, capabilities: [.state()])
+                                    category: .switch, capabilities: switchCapabilities)
         case "sensor":
             return DeviceDescriptor(id: d.name, label: d.label, configuredName: d.name, model: "virtual sensor", manufacturer: "Switchyard",
-                                    category: .sensor, capabilities: [
-                                        Capability("temperature", .number(min: -40, max: 80, precision: 1), unit: "°C", role: .sensor,
-                                                   deviceClass: "temperature"),
-                                    ])
+                                    category: .sensor, capabilities: sensorCapabilities)
         default:
             return DeviceDescriptor(id: d.name, label: d.label, configuredName: d.name, model: "virtual light", manufacturer: "Switchyard",
-                                    category: .light, capabilities: [
-                                        .state(), .brightness(), .colorTemp(minKelvin: 2500, maxKelvin: 9000), .color(), .colorMode(),
-                                        .transition(),
-                                    ])
+                                    category: .light, capabilities: lightCapabilities)
         }
     }
 
