@@ -245,9 +245,19 @@ struct SwitchyardBench: AsyncParsableCommand {
                 }
                 return 0
             }
-            out.append(Figure(scenario: "memory", name: "VmHWM, \(devices) devices + HA mirror of \(haEntities) entities, after \(Int(churnSeconds)) s churn (\(i) commands and HA changes)",
+            // Which build is measured: `make bench` measures the deployable one (`make release`: Swift runtime and Foundation linked in).
+            let maps = (try? FileHandle(forReadingAtPath: "/proc/\(child.pid)/maps")?.readToEnd()).flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) } ?? ""
+            let linkage = maps.contains("libswiftCore.so") ? "Swift runtime as shared libraries" : "Swift runtime linked in"
+            out.append(Figure(scenario: "memory", name: "VmHWM, \(devices) devices + HA mirror of \(haEntities) entities, after \(Int(churnSeconds)) s churn (\(i) commands and HA changes; \(linkage))",
                               value: kb("VmHWM:") / 1024, unit: "MB"))
             out.append(Figure(scenario: "memory", name: "VmRSS steady", value: kb("VmRSS:") / 1024, unit: "MB"))
+            // Where the resident pages are: heap and stacks (RssAnon) against mapped code and data of the binary and shared libraries (RssFile).
+            out.append(Figure(scenario: "memory", name: "  of which RssAnon (heap, stacks)", value: kb("RssAnon:") / 1024, unit: "MB"))
+            out.append(Figure(scenario: "memory", name: "  of which RssFile (binary, shared libraries)", value: kb("RssFile:") / 1024, unit: "MB"))
+            if let dump = ProcessInfo.processInfo.environment["SWITCHYARD_BENCH_SMAPS"] {
+                // /proc files report size 0: read them to the end rather than by their stat size.
+                try? FileHandle(forReadingAtPath: "/proc/\(child.pid)/smaps")?.readToEnd()?.write(to: URL(fileURLWithPath: dump))
+            }
         }
         return out
     }
