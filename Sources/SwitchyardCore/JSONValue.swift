@@ -70,9 +70,10 @@ public enum JSONValue: Sendable, Equatable, Hashable {
 
     // MARK: serialising
 
+    /// No capacity is reserved up front: a short result (`"W"`, `21.5`, `true`) then stays inside the
+    /// String itself, with no allocation, which matters where thousands are kept (the HA mirror).
     public var serialized: String {
         var out = ""
-        out.reserveCapacity(64)
         write(into: &out)
         return out
     }

@@ -46,11 +46,12 @@ struct Outbox {
     /// Home Assistant mirror), so its entries are kept small: 32 bytes plus the payload, which is stored
     /// without an allocation when it is UTF-8 of at most 15 bytes (`online`, `21.5`, `"W"`).
     struct RetainedEntry {
+        // In this order the fields pack into 32 bytes (the payload enum takes 17).
         var stored: StoredPayload
-        var order: UInt64       // first publish: republish keeps the original order
-        var generation: UInt32  // bumped (wrapping) on every new value
         var qos: UInt8
         var acked: Bool
+        var generation: UInt32  // bumped (wrapping) on every new value
+        var order: UInt64       // first publish: republish keeps the original order
 
         var payload: [UInt8] { stored.bytes }
     }
@@ -97,7 +98,7 @@ struct Outbox {
     mutating func add(topic: String, payload: [UInt8], qos: Int, retain: Bool) {
         nextOrder += 1
         if retain {
-            var e = ledger[topic] ?? RetainedEntry(stored: .bytes([]), order: nextOrder, generation: 0, qos: 0, acked: false)
+            var e = ledger[topic] ?? RetainedEntry(stored: .bytes([]), qos: 0, acked: false, generation: 0, order: nextOrder)
             e.stored = StoredPayload(payload)
             e.qos = UInt8(clamping: qos)
             e.generation &+= 1

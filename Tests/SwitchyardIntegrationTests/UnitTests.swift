@@ -71,6 +71,8 @@ import SwitchyardTestSupport
             #expect(m.retain && m.qos == 1)
         }
         for (i, p) in payloads.enumerated() { #expect(got["t\(i)"] == p, "t\(i)") }
+        // Tens of thousands of entries live for the whole run: keep them packed.
+        #expect(MemoryLayout<Outbox.RetainedEntry>.stride <= 32)
     }
 
     @Test func backoffIsBoundedExponentialWithJitter() {
