@@ -113,6 +113,13 @@ public enum JSONValue: Sendable, Equatable, Hashable {
 
     static func writeString(_ s: String, into out: inout String) {
         out += "\""
+        // Most strings need no escape: append them whole (callgrind: the per-scalar loop was the
+        // serialiser's main cost).
+        if !s.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5c }) {
+            out += s
+            out += "\""
+            return
+        }
         for u in s.unicodeScalars {
             switch u {
             case "\"": out += "\\\""
