@@ -30,8 +30,8 @@ func followAuthorise(_ url: String, http: HTTPClient) async throws -> String {
 }
 
 /// A request the test itself makes to the simulator to set the scene (playing the browser, getting a token),
-/// tried up to three times when the connection closes with no answer (curl: "Server returned nothing"). FlyingFox's loopback server does that
-/// to about one connection in a few thousand when the whole suite runs at once (its epoll pool, we think);
+/// tried up to three times when the connection closes with no answer (curl: "Server returned nothing"). FlyingFox's loopback server did that
+/// in about 1 of 5 runs of the whole suite here, never alone (its epoll pool under load, we think);
 /// what the bridge or the auth command do is never retried here.
 func setupRequest<T>(_ body: () async throws -> T) async throws -> T {
     for attempt in 1... {
