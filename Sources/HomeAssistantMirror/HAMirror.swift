@@ -125,7 +125,7 @@ public actor HAMirror: MirrorAdapter {
     func setError(_ message: String) { lastError = message }
 
     /// Handles one message; false ends the session.
-    func receive(_ m: JSONValue, adds: [String: Topics] = [:], outbound: WebSocketOutboundWriter, token: String) async throws -> Bool {
+    func receive(_ m: JSONValue, adds: [String: Topics], outbound: WebSocketOutboundWriter, token: String) async throws -> Bool {
         switch m["type"]?.stringValue {
         case "auth_required":
             try await outbound.writeTextMessage(JSONValue.object(["type": "auth", "access_token": .string(token)]).serialized)

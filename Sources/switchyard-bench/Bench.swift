@@ -238,7 +238,11 @@ struct SwitchyardBench: AsyncParsableCommand {
                 if i % 50 == 0 { try await Task.sleep(for: .milliseconds(50)) }
             }
             try await Task.sleep(for: .seconds(1))
-            let status = (try? String(contentsOfFile: "/proc/\(child.pid)/status", encoding: .utf8)) ?? ""
+            // /proc files report size 0: FileHandle reads them to the end rather than by their stat size.
+            func proc(_ file: String) -> String {
+                (try? FileHandle(forReadingAtPath: "/proc/\(child.pid)/\(file)")?.readToEnd()).flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) } ?? ""
+            }
+            let status = proc("status")
             func kb(_ key: String) -> Double {
                 for line in status.split(separator: "\n") where line.hasPrefix(key) {
                     return Double(line.split(separator: " ", omittingEmptySubsequences: true)[1]) ?? 0
@@ -246,8 +250,7 @@ struct SwitchyardBench: AsyncParsableCommand {
                 return 0
             }
             // Which build is measured: `make bench` measures the deployable one (`make release`: Swift runtime and Foundation linked in).
-            let maps = (try? FileHandle(forReadingAtPath: "/proc/\(child.pid)/maps")?.readToEnd()).flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) } ?? ""
-            let linkage = maps.contains("libswiftCore.so") ? "Swift runtime as shared libraries" : "Swift runtime linked in"
+            let linkage = proc("maps").contains("libswiftCore.so") ? "Swift runtime as shared libraries" : "Swift runtime linked in"
             out.append(Figure(scenario: "memory", name: "VmHWM, \(devices) devices + HA mirror of \(haEntities) entities, after \(Int(churnSeconds)) s churn (\(i) commands and HA changes; \(linkage))",
                               value: kb("VmHWM:") / 1024, unit: "MB"))
             out.append(Figure(scenario: "memory", name: "VmRSS steady", value: kb("VmRSS:") / 1024, unit: "MB"))
@@ -255,8 +258,7 @@ struct SwitchyardBench: AsyncParsableCommand {
             out.append(Figure(scenario: "memory", name: "  of which RssAnon (heap, stacks)", value: kb("RssAnon:") / 1024, unit: "MB"))
             out.append(Figure(scenario: "memory", name: "  of which RssFile (binary, shared libraries)", value: kb("RssFile:") / 1024, unit: "MB"))
             if let dump = ProcessInfo.processInfo.environment["SWITCHYARD_BENCH_SMAPS"] {
-                // /proc files report size 0: read them to the end rather than by their stat size.
-                try? FileHandle(forReadingAtPath: "/proc/\(child.pid)/smaps")?.readToEnd()?.write(to: URL(fileURLWithPath: dump))
+                try? proc("smaps").write(toFile: dump, atomically: false, encoding: .utf8)
             }
         }
         return out
