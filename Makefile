@@ -45,8 +45,13 @@ test:
 
 ## The binary to deploy: the Swift runtime and Foundation linked in, so it needs no Swift toolchain on the
 ## target and maps about 5 MB less. Built apart from the debug/test build: .build/static/release/switchyard.
+## Linked by the toolchain's lld with packed relative relocations (the position-independent binary's
+## ~110 000 relocations take 22 KB instead of 2.7 MB, all of it read at every start) and without
+## exporting every symbol to the dynamic table (nothing dlopens into it): 6 MB less resident, ASLR kept.
+RELEASE_FLAGS := --static-swift-stdlib -Xswiftc -use-ld=lld \
+                 -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic
 release: deps
-	swift build -c release --static-swift-stdlib --product switchyard --scratch-path .build/static
+	swift build -c release $(RELEASE_FLAGS) --product switchyard --scratch-path .build/static
 
 ## The benchmarks (README "Benchmarks"), run against the binary `make release` builds. BENCH_ARGS, e.g.
 ## BENCH_ARGS="--scenario memory --json".
