@@ -1,5 +1,5 @@
 # Two commands on a fresh Debian 12 machine with Swift: `make run` and `make test`.
-APT_PACKAGES := mosquitto mosquitto-clients libmosquitto-dev libcurl4-openssl-dev libbluetooth-dev pkg-config
+APT_PACKAGES := mosquitto mosquitto-clients libmosquitto-dev libcurl4-openssl-dev libbluetooth-dev libyaml-dev pkg-config
 # What `make test` adds: the Nova end-to-end test boots a QEMU VM with a real kernel Bluetooth stack
 # and BlueZ's btvirt virtual controllers (../shared/tools/blevm).
 TEST_PACKAGES := qemu-system-x86 busybox-static bluez bluez-test-tools

@@ -17,7 +17,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
-        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
         .package(url: "https://github.com/hummingbird-project/swift-websocket", from: "1.6.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
@@ -27,6 +26,7 @@ let package = Package(
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CBluetooth", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
+        .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
 
         // Device model, topic scheme, command parsing, the Adapter protocol and the bridge engine.
         .target(name: "SwitchyardCore", dependencies: [
@@ -39,13 +39,13 @@ let package = Package(
         ], swiftSettings: strict),
         // Async HTTP client over the libcurl multi interface, shared by the cloud adapters.
         .target(name: "SwitchyardHTTP", dependencies: [
-            "CCurl",
+            "CCurl", "SwitchyardCore",
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
         // YAML -> typed config, ${ENV} and *_file secrets, validation with file:line:column, redaction.
         .target(name: "SwitchyardConfig", dependencies: [
             "SwitchyardCore", "ImpAdapter", "LivecodingAdapter", "HomeAssistantMirror", "LIFXAdapter", "NovaAdapter",
-            .product(name: "Yams", package: "Yams"),
+            "CYAML",
         ], swiftSettings: strict),
         // Loopback servers that speak each upstream's real protocol (tests and `switchyard demo`).
         .target(name: "SwitchyardSimulators", dependencies: [

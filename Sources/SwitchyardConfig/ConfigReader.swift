@@ -1,6 +1,12 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import SwitchyardCore
-import Yams
 
 /// One problem in a config file, located: `file:line:column: key.path: message`.
 public struct ConfigProblem: Sendable, Equatable, CustomStringConvertible {
@@ -22,7 +28,7 @@ public struct ConfigErrors: Error, Sendable, CustomStringConvertible {
 }
 
 /// Walks a composed YAML tree and reads typed values, collecting every problem with its position
-/// instead of stopping at the first (Decodable stops at the first error and Yams gives it no position).
+/// instead of stopping at the first (Decodable stops at the first error and has no positions).
 /// Unknown keys are problems too: a typo must not pass silently.
 final class ConfigReader {
     let file: String
@@ -36,7 +42,7 @@ final class ConfigReader {
         self.environment = environment
     }
 
-    func problem(_ mark: Mark?, _ path: String, _ message: String) {
+    func problem(_ mark: YAMLMark?, _ path: String, _ message: String) {
         problems.append(ConfigProblem(file: file, line: mark?.line ?? 1, column: mark?.column ?? 1, path: path, message: message))
     }
 
@@ -44,16 +50,16 @@ final class ConfigReader {
     final class Section {
         let reader: ConfigReader
         let path: String
-        let mark: Mark?
-        var entries: [(key: String, keyMark: Mark?, value: Node)] = []
+        let mark: YAMLMark?
+        var entries: [(key: String, keyMark: YAMLMark?, value: YAMLNode)] = []
         var used: Set<String> = []
 
-        init(reader: ConfigReader, path: String, node: Node?) {
+        init(reader: ConfigReader, path: String, node: YAMLNode?) {
             self.reader = reader
             self.path = path
             self.mark = node?.mark
             guard let node else { return }
-            guard case .mapping(let m) = node else {
+            guard case .mapping(let m, _) = node else {
                 if !Self.isNull(node) { reader.problem(node.mark, path, "expected a mapping of keys, got \(Self.kind(node))") }
                 return
             }
@@ -66,23 +72,22 @@ final class ConfigReader {
             }
         }
 
-        static func isNull(_ n: Node) -> Bool {
-            if case .scalar(let s) = n, s.style == .plain, ["", "~", "null", "Null", "NULL"].contains(s.string) { return true }
+        static func isNull(_ n: YAMLNode) -> Bool {
+            if case .scalar(let s) = n, s.plain, ["", "~", "null", "Null", "NULL"].contains(s.string) { return true }
             return false
         }
 
-        static func kind(_ n: Node) -> String {
+        static func kind(_ n: YAMLNode) -> String {
             switch n {
             case .scalar(let s): return "'\(s.string)'"
             case .mapping: return "a mapping"
             case .sequence: return "a list"
-            case .alias: return "an alias"
             }
         }
 
         func key(_ k: String) -> String { path.isEmpty ? k : "\(path).\(k)" }
 
-        func node(_ k: String) -> Node? {
+        func node(_ k: String) -> YAMLNode? {
             used.insert(k)
             guard let e = entries.first(where: { $0.key == k }), !Self.isNull(e.value) else { return nil }
             return e.value
@@ -91,7 +96,7 @@ final class ConfigReader {
         func has(_ k: String) -> Bool { entries.contains { $0.key == k && !Self.isNull($0.value) } }
 
         /// A scalar with `${ENV}` expanded; nil (and a problem) when it is not a scalar.
-        func scalar(_ k: String) -> (String, Mark?)? {
+        func scalar(_ k: String) -> (String, YAMLMark?)? {
             guard let n = node(k) else { return nil }
             guard case .scalar(let s) = n else {
                 reader.problem(n.mark, key(k), "expected a single value, got \(Self.kind(n))")
@@ -155,7 +160,7 @@ final class ConfigReader {
         /// A list of mappings.
         func list(_ k: String) -> [Section] {
             guard let n = node(k) else { return [] }
-            guard case .sequence(let seq) = n else {
+            guard case .sequence(let seq, _) = n else {
                 reader.problem(n.mark, key(k), "expected a list, got \(Self.kind(n))")
                 return []
             }
@@ -163,9 +168,9 @@ final class ConfigReader {
         }
 
         /// A mapping of plain string keys to single values (`names: {id: name}`), with each value's mark.
-        func stringMap(_ k: String) -> [(key: String, value: String, mark: Mark?)] {
+        func stringMap(_ k: String) -> [(key: String, value: String, mark: YAMLMark?)] {
             let m = section(k)
-            var out: [(key: String, value: String, mark: Mark?)] = []
+            var out: [(key: String, value: String, mark: YAMLMark?)] = []
             for e in m.entries {
                 if let (v, mark) = m.scalar(e.key) { out.append((e.key, v, mark)) }
             }
@@ -173,13 +178,13 @@ final class ConfigReader {
         }
 
         /// A list of plain values (`channels: [a, b]`), each with its mark.
-        func stringList(_ k: String) -> [(String, Mark?)] {
+        func stringList(_ k: String) -> [(String, YAMLMark?)] {
             guard let n = node(k) else { return [] }
-            guard case .sequence(let seq) = n else {
+            guard case .sequence(let seq, _) = n else {
                 reader.problem(n.mark, key(k), "expected a list, got \(Self.kind(n))")
                 return []
             }
-            var out: [(String, Mark?)] = []
+            var out: [(String, YAMLMark?)] = []
             for item in seq {
                 guard case .scalar(let sc) = item else {
                     reader.problem(item.mark, key(k), "expected single values in the list, got \(Self.kind(item))")
@@ -225,7 +230,7 @@ final class ConfigReader {
             return nil
         }
 
-        func mark(of k: String) -> Mark? { entries.first { $0.key == k }?.value.mark ?? mark }
+        func mark(of k: String) -> YAMLMark? { entries.first { $0.key == k }?.value.mark ?? mark }
 
         func finish() {
             for e in entries where !used.contains(e.key) {
@@ -236,7 +241,7 @@ final class ConfigReader {
     }
 
     /// `${NAME}` and `${NAME:-default}`; `$$` is a literal `$`.
-    func expand(_ s: String, mark: Mark?, path: String) -> String? {
+    func expand(_ s: String, mark: YAMLMark?, path: String) -> String? {
         guard s.contains("$") else { return s }
         var out = ""
         var i = s.startIndex
@@ -250,7 +255,7 @@ final class ConfigReader {
                     let inner = String(s[s.index(i, offsetBy: 2)..<close])
                     var name = inner
                     var fallback: String?
-                    if let r = inner.range(of: ":-") {
+                    if let r = inner.firstRange(of: ":-") {
                         name = String(inner[..<r.lowerBound])
                         fallback = String(inner[r.upperBound...])
                     }

@@ -1,11 +1,17 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import HomeAssistantMirror
 import ImpAdapter
 import LIFXAdapter
 import LivecodingAdapter
 import NovaAdapter
 import SwitchyardCore
-import Yams
 
 /// The whole configuration, read once from one YAML file. Defaults are documented in
 /// `config.example.yaml`; every key there is read here and nowhere else.
@@ -107,13 +113,11 @@ public struct SwitchyardConfig: Sendable, Equatable {
     }
 
     public static func parse(yaml: String, file: String, environment: [String: String] = [:]) throws(ConfigErrors) -> SwitchyardConfig {
-        let root: Node?
+        let root: YAMLNode?
         do {
-            root = try Yams.compose(yaml: yaml)
-        } catch let e as YamlError {
-            throw ConfigErrors(problems: [Self.syntaxProblem(e, file: file)])
+            root = try YAMLDocument.compose(yaml)
         } catch {
-            throw ConfigErrors(problems: [ConfigProblem(file: file, line: 1, column: 1, path: "", message: "YAML error: \(error)")])
+            throw ConfigErrors(problems: [ConfigProblem(file: file, line: error.mark.line, column: error.mark.column, path: "", message: error.message)])
         }
         let reader = ConfigReader(file: file, environment: environment)
         var c = SwitchyardConfig()
@@ -235,7 +239,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
             s.reader.problem(s.mark(of: "scopes"), s.key("scopes"), "unknown scope '\(sc)' (known: \(known.joined(separator: ", ")))")
         }
         if !l.scopes.contains("read") { s.reader.problem(s.mark(of: "scopes"), s.key("scopes"), "the read scope is required") }
-        l.tokenStore = s.string("token_store") ?? (stateDir as NSString).appendingPathComponent("livecoding-token.json")
+        l.tokenStore = s.string("token_store") ?? (stateDir.hasSuffix("/") ? stateDir : stateDir + "/") + "livecoding-token.json"
         l.redirectPort = s.int("redirect_port", 8080, min: 1, max: 65_535)
         l.redirectURI = s.string("redirect_uri") ?? "http://localhost:\(l.redirectPort)/oauth-callback"
         l.pollInterval = s.double("poll_interval", 60, min: 5, max: 86_400)
@@ -299,7 +303,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
     }
 
     /// `AA:BB:CC:DD:EE:FF` (either case), returned upper case.
-    static func bluetoothAddress(_ s: ConfigReader.Section, _ key: String, _ value: String, _ mark: Mark?) -> String? {
+    static func bluetoothAddress(_ s: ConfigReader.Section, _ key: String, _ value: String, _ mark: YAMLMark?) -> String? {
         let parts = value.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 6, parts.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isHexDigit) }) else {
             s.reader.problem(mark, s.key(key), "'\(value)' is not a Bluetooth address (six hex pairs, e.g. D0:39:72:AA:BB:CC)")
@@ -464,7 +468,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
         case "5", "5.0": c.protocolVersion = 5
         default: c.protocolVersion = 4
         }
-        c.clientID = m.string("client_id") ?? "switchyard-\(c.baseTopic.replacingOccurrences(of: "/", with: "-"))"
+        c.clientID = m.string("client_id") ?? "switchyard-\(c.baseTopic.replacing("/", with: "-"))"
         if c.clientID.isEmpty || c.clientID.utf8.count > 65_535 { r.problem(m.mark(of: "client_id"), m.key("client_id"), "must not be empty") }
         c.username = m.string("username")
         c.password = m.secret("password")
@@ -507,20 +511,6 @@ public struct SwitchyardConfig: Sendable, Equatable {
         }
         tls.finish()
         m.finish()
-    }
-
-    static func syntaxProblem(_ e: YamlError, file: String) -> ConfigProblem {
-        switch e {
-        case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _),
-             .composer(let context, let problem, let mark, _):
-            let ctx = context.map { "\($0.text) " } ?? ""
-            return ConfigProblem(file: file, line: mark.line, column: mark.column, path: "", message: "YAML syntax: \(ctx)\(problem)")
-        case .duplicatedKeysInMapping(let duplicates, let context):
-            return ConfigProblem(file: file, line: context.mark.line, column: context.mark.column, path: "",
-                                 message: "duplicate keys: \(duplicates.joined(separator: ", "))")
-        default:
-            return ConfigProblem(file: file, line: 1, column: 1, path: "", message: "YAML error: \(e)")
-        }
     }
 
     /// The effective config for bridge/info, every secret replaced by "***".

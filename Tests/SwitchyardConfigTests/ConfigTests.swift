@@ -75,6 +75,33 @@ import SwitchyardCore
         #expect(p[0].message.hasPrefix("YAML syntax"))
     }
 
+    @Test func duplicateKeysAndSecondDocumentsAreErrorsAtTheirPlace() {
+        let dup = problems("mqtt:\n  url: mqtt://a\n  url: mqtt://b\n")
+        #expect(dup.map(\.description) == ["test.yaml:3:3: duplicate key 'url' in this mapping"])
+        let two = problems("mqtt: {url: mqtt://a}\n---\nlog: {level: info}\n")
+        #expect(two.count == 1 && two[0].line == 2 && two[0].message.contains("single document"))
+        let alias = problems("log: *nothing\n")
+        #expect(alias.count == 1 && alias[0].line == 1 && alias[0].message.contains("undefined alias"))
+    }
+
+    @Test func anchorsQuotingAndNullsAreReadAsYAMLMeansThem() throws {
+        let c = try SwitchyardConfig.parse(yaml: """
+        mqtt: &m
+          url: 'mqtt://broker:1884'
+          base_topic: "null"
+        virtual:
+          devices:
+            - {name: a, type: light}
+            - &dev {name: b, type: switch}
+        log: {level: ~}
+        """, file: "t.yaml")
+        #expect(c.mqtt.port == 1884)
+        // Quoted, "null" is a string; plain `~` is null, so the default level applies.
+        #expect(c.mqtt.baseTopic == "null")
+        #expect(c.log.level == "info")
+        #expect(c.virtual?.devices.map(\.name) == ["a", "b"])
+    }
+
     @Test func environmentAndDefaults() throws {
         let c = try SwitchyardConfig.parse(yaml: """
         mqtt:

@@ -1,0 +1,163 @@
+import CYAML
+
+/// A position in a YAML file, 1-based like an editor's.
+struct YAMLMark: Sendable, Equatable {
+    var line: Int
+    var column: Int
+}
+
+struct YAMLScalar: Sendable {
+    var string: String
+    /// Written without quotes or block style: only then can it mean null.
+    var plain: Bool
+    var mark: YAMLMark
+}
+
+/// A composed YAML node: what the config reader walks. Aliases are resolved to a copy of their anchor's
+/// node; tags are not interpreted (the reader types every value by the key it belongs to).
+indirect enum YAMLNode: Sendable {
+    case scalar(YAMLScalar)
+    case mapping([(key: YAMLNode, value: YAMLNode)], YAMLMark)
+    case sequence([YAMLNode], YAMLMark)
+
+    var mark: YAMLMark {
+        switch self {
+        case .scalar(let s): s.mark
+        case .mapping(_, let m), .sequence(_, let m): m
+        }
+    }
+}
+
+/// A YAML syntax error with libyaml's own wording and position.
+struct YAMLSyntaxError: Error, Sendable {
+    var message: String
+    var mark: YAMLMark
+}
+
+/// Composes the single document of a YAML text into nodes over libyaml's event parser (the system
+/// library): YAML 1.1 as libyaml reads it, with duplicate mapping keys and a second document reported
+/// as errors. Nothing here goes through Foundation: a config read at start-up used to pull in Yams's
+/// NSRegularExpression-based tag resolver, and with it ICU's regex engine and data, for good.
+enum YAMLDocument {
+    static func compose(_ text: String) throws(YAMLSyntaxError) -> YAMLNode? {
+        var parser = yaml_parser_t()
+        guard yaml_parser_initialize(&parser) == 1 else {
+            throw YAMLSyntaxError(message: "YAML parser could not start (out of memory)", mark: YAMLMark(line: 1, column: 1))
+        }
+        defer { yaml_parser_delete(&parser) }
+        var bytes = Array(text.utf8)
+        if bytes.isEmpty { return nil }
+        return try bytes.withUnsafeMutableBufferPointer { (buf) throws(YAMLSyntaxError) -> YAMLNode? in
+            yaml_parser_set_input_string(&parser, buf.baseAddress, buf.count)
+            var composer = Composer()
+            return try composer.run(&parser)
+        }
+    }
+
+    private struct Composer {
+        enum Open {
+            case mapping([(key: YAMLNode, value: YAMLNode)], YAMLMark, anchor: String?, pendingKey: YAMLNode?)
+            case sequence([YAMLNode], YAMLMark, anchor: String?)
+        }
+        var stack: [Open] = []
+        var anchors: [String: YAMLNode] = [:]
+        var root: YAMLNode?
+        var documents = 0
+
+        static func mark(_ m: yaml_mark_t) -> YAMLMark { YAMLMark(line: Int(m.line) + 1, column: Int(m.column) + 1) }
+
+        static func string(_ p: UnsafePointer<yaml_char_t>?, _ length: Int? = nil) -> String? {
+            guard let p else { return nil }
+            let n = length ?? strlen(p)
+            return String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self)
+        }
+
+        static func strlen(_ p: UnsafePointer<yaml_char_t>) -> Int {
+            var n = 0
+            while p[n] != 0 { n += 1 }
+            return n
+        }
+
+        mutating func run(_ parser: inout yaml_parser_t) throws(YAMLSyntaxError) -> YAMLNode? {
+            var event = yaml_event_t()
+            while true {
+                guard yaml_parser_parse(&parser, &event) == 1 else { throw Self.syntaxError(parser) }
+                defer { yaml_event_delete(&event) }
+                let at = Self.mark(event.start_mark)
+                switch event.type {
+                case YAML_STREAM_END_EVENT:
+                    return root
+                case YAML_DOCUMENT_START_EVENT:
+                    documents += 1
+                    if documents > 1 {
+                        throw YAMLSyntaxError(message: "YAML syntax: expected a single document, found a second one", mark: at)
+                    }
+                case YAML_SCALAR_EVENT:
+                    let s = event.data.scalar
+                    let node = YAMLNode.scalar(YAMLScalar(string: Self.string(s.value, Int(s.length)) ?? "",
+                                                          plain: s.style == YAML_PLAIN_SCALAR_STYLE, mark: at))
+                    if let a = Self.string(s.anchor) { anchors[a] = node }
+                    try add(node)
+                case YAML_ALIAS_EVENT:
+                    let name = Self.string(event.data.alias.anchor) ?? ""
+                    guard let node = anchors[name] else {
+                        throw YAMLSyntaxError(message: "YAML syntax: found undefined alias '\(name)'", mark: at)
+                    }
+                    try add(node)
+                case YAML_SEQUENCE_START_EVENT:
+                    stack.append(.sequence([], at, anchor: Self.string(event.data.sequence_start.anchor)))
+                case YAML_MAPPING_START_EVENT:
+                    stack.append(.mapping([], at, anchor: Self.string(event.data.mapping_start.anchor), pendingKey: nil))
+                case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
+                    let node: YAMLNode
+                    let anchor: String?
+                    switch stack.removeLast() {
+                    case .sequence(let items, let m, let a): node = .sequence(items, m); anchor = a
+                    case .mapping(let pairs, let m, let a, _): node = .mapping(pairs, m); anchor = a
+                    }
+                    if let anchor { anchors[anchor] = node }
+                    try add(node)
+                default:
+                    break
+                }
+            }
+        }
+
+        mutating func add(_ node: YAMLNode) throws(YAMLSyntaxError) {
+            guard let top = stack.popLast() else {
+                root = node
+                return
+            }
+            switch top {
+            case .sequence(var items, let m, let a):
+                items.append(node)
+                stack.append(.sequence(items, m, anchor: a))
+            case .mapping(var pairs, let m, let a, let pending):
+                if let key = pending {
+                    pairs.append((key, node))
+                    stack.append(.mapping(pairs, m, anchor: a, pendingKey: nil))
+                } else {
+                    if case .scalar(let k) = node,
+                       pairs.contains(where: { if case .scalar(let o) = $0.key { o.string == k.string } else { false } }) {
+                        throw YAMLSyntaxError(message: "duplicate key '\(k.string)' in this mapping", mark: k.mark)
+                    }
+                    stack.append(.mapping(pairs, m, anchor: a, pendingKey: node))
+                }
+            }
+        }
+
+        static func syntaxError(_ p: yaml_parser_t) -> YAMLSyntaxError {
+            let problem = string(UnsafeRawPointer(p.problem)?.assumingMemoryBound(to: yaml_char_t.self)) ?? "unreadable YAML"
+            let context = string(UnsafeRawPointer(p.context)?.assumingMemoryBound(to: yaml_char_t.self)).map { "\($0) " } ?? ""
+            let what: String
+            switch p.error {
+            case YAML_READER_ERROR: what = "YAML text: "
+            case YAML_MEMORY_ERROR: what = "YAML parser ran out of memory: "
+            default: what = "YAML syntax: "
+            }
+            // A reader error (bad UTF-8) has no line/column, only a byte offset.
+            let m = p.error == YAML_READER_ERROR ? YAMLMark(line: 1, column: 1) : mark(p.problem_mark)
+            return YAMLSyntaxError(message: "\(what)\(context)\(problem)", mark: m)
+        }
+    }
+}
