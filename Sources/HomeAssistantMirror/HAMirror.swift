@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import NIOSSL
 import SwitchyardCore
@@ -412,7 +419,7 @@ public actor HAMirror: MirrorAdapter {
         }
         let (domain, object) = (parts[0], parts[1])
         let eid = "\(domain).\(object)"
-        let text = String(decoding: payload, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = String(decoding: payload, as: UTF8.self).trimmingWhitespace()
         switch text.uppercased() {
         case "ON": _ = try await call(domain: domain, service: "turn_on", data: nil, target: ["entity_id": .string(eid)])
         case "OFF": _ = try await call(domain: domain, service: "turn_off", data: nil, target: ["entity_id": .string(eid)])

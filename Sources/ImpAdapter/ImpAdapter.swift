@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import SwitchyardCore
 import SwitchyardHTTP
 
@@ -313,7 +320,7 @@ public actor ImpAdapter: Adapter {
         var status: Int
         var headers: [String: String]
         var body: [UInt8]
-        var text: String { String(decoding: body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) }
+        var text: String { String(decoding: body, as: UTF8.self).trimmingWhitespace() }
     }
 
     func call(_ d: ImpSettings.Device, _ method: String, _ path: String, body: JSONValue?) async throws(AdapterError) -> Response {
@@ -332,6 +339,6 @@ public actor ImpAdapter: Adapter {
 
     /// Agent ids are secrets: never in a message, whatever the library said.
     nonisolated func scrub(_ text: String, _ d: ImpSettings.Device) -> String {
-        text.replacingOccurrences(of: d.agentID, with: "***")
+        text.replacing(d.agentID, with: "***")
     }
 }

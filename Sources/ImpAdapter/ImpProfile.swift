@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import SwitchyardCore
 
 /// How one imp app's agent is read and driven (imp-and-livecoding.md §1.4). A profile is data: the
@@ -109,7 +116,7 @@ public struct ImpProfile: Sendable, Equatable {
 
     /// Reads a state body. Throws a message when the body is not what the profile expects.
     public func read(_ body: [UInt8]) throws(AdapterError) -> Reading {
-        let text = String(decoding: body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = String(decoding: body, as: UTF8.self).trimmingWhitespace()
         var out: [String: JSONValue] = [:]
         var connected: Bool?
         let raw: (String) -> JSONValue?
@@ -167,7 +174,7 @@ public struct ImpProfile: Sendable, Equatable {
         guard p.hasPrefix("/") else { return nil }
         var cur = v
         for token in p.dropFirst().split(separator: "/", omittingEmptySubsequences: false) {
-            let key = token.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+            let key = String(token.replacing("~1", with: "/").replacing("~0", with: "~"))
             switch cur {
             case .object(let o): guard let n = o[key] else { return nil }; cur = n
             case .array(let a): guard let i = Int(key), i >= 0, i < a.count else { return nil }; cur = a[i]

@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import SwitchyardCore
 import SwitchyardHTTP
 
@@ -809,8 +816,6 @@ public actor LIFXAdapter: Adapter {
 
     /// Selectors go in the path: labels may hold spaces; `:` and `,` stay as LIFX documents them.
     static func encode(_ selector: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: ":,_-.|")
-        return selector.addingPercentEncoding(withAllowedCharacters: allowed) ?? selector
+        selector.percentEncoded(keeping: ":,|")
     }
 }

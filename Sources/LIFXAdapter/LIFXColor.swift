@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What a colour command changes, channel by channel, in wire units (hue degrees, saturation and
 /// brightness 0–1, kelvin). Parsed from a LIFX colour string (lifx.md §1.7), `#rrggbb` or `{h, s}`,
@@ -47,9 +54,12 @@ public struct LIFXColorChange: Sendable, Equatable {
     static func format(_ v: Double) -> String {
         let r = (v * 10_000).rounded() / 10_000
         if r == r.rounded() { return String(Int(r)) }
-        var s = String(format: "%.4f", r)
-        while s.hasSuffix("0") { s.removeLast() }
-        return s
+        // Four decimals from the integer ten-thousandths, trailing zeros dropped.
+        let n = Int((abs(r) * 10_000).rounded())
+        var fraction = String(n % 10_000)
+        fraction = String(repeating: "0", count: 4 - fraction.count) + fraction
+        while fraction.hasSuffix("0") { fraction.removeLast() }
+        return "\(r < 0 ? "-" : "")\(n / 10_000).\(fraction)"
     }
 
     // MARK: parsing

@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import SwitchyardCore
 
 /// The LIFX cloud budget (lifx.md §1.9): 120 requests per 60 s per token, reported in

@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import SwitchyardCore
 import SwitchyardHTTP
 
@@ -193,7 +200,7 @@ public actor LivecodingAdapter: Adapter {
                 let key = slug.lowercased()
                 let entry = live.first { $0["user__slug"]?.stringValue?.lowercased() == key }
                 var details = entry
-                let own = try await get("\(settings.apiURL)/livestreams/\(slug.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? slug)/")
+                let own = try await get("\(settings.apiURL)/livestreams/\(slug.percentEncoded())/")
                 if own.status == 200, let j = own.json, case .object = j { details = j }   // 403/404: no details, not an error
                 let isLive = entry != nil
                 if isLive, liveSince[key] == nil { liveSince[key] = Timestamp.rfc3339(Date()) }
@@ -225,7 +232,7 @@ public actor LivecodingAdapter: Adapter {
 
     /// `https://www.livecoding.tv/api/v1` → `https://www.livecoding.tv`.
     static func webBase(_ api: String) -> String {
-        guard let r = api.range(of: "/api") else { return api }
+        guard let r = api.firstRange(of: "/api") else { return api }
         return String(api[..<r.lowerBound])
     }
 }

@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import SwitchyardCore
 import SwitchyardHTTP
 
@@ -12,7 +19,7 @@ public enum LivecodingAuthorization {
         guard !settings.clientID.isEmpty else { throw AdapterError("livecoding.client_id is not configured") }
         var bytes = [UInt8](repeating: 0, count: 16)
         for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255) }
-        let state = bytes.map { String(format: "%02x", $0) }.joined()
+        let state = bytes.hexString
         let http = HTTPClient(options: .init(userAgent: "switchyard"))
         defer { http.shutdown() }
         let oauth = LivecodingOAuth(settings: settings, http: http)
@@ -46,7 +53,7 @@ public enum LivecodingAuthorization {
                 query = comps?.queryItems ?? []
                 reply = fd
             case .pasted(let line):
-                let text = line.trimmingCharacters(in: .whitespacesAndNewlines)
+                let text = line.trimmingWhitespace()
                 if text.isEmpty { continue }
                 let comps = URLComponents(string: text.contains("://") ? text : "http://localhost/oauth-callback?\(text.drop { $0 == "?" })")
                 query = comps?.queryItems ?? []
@@ -123,8 +130,7 @@ final class RedirectListener: @unchecked Sendable {
 
     func next(timeout: Double, readStdin: Bool) async -> Event {
         await withCheckedContinuation { (c: CheckedContinuation<Event, Never>) in
-            let t = Thread { c.resume(returning: self.wait(timeout: timeout, readStdin: readStdin)) }
-            t.start()
+            OSThread.start("auth-wait") { c.resume(returning: self.wait(timeout: timeout, readStdin: readStdin)) }
         }
     }
 
@@ -178,7 +184,7 @@ final class RedirectListener: @unchecked Sendable {
     }
 
     static func respond(_ fd: Int32, _ status: Int, _ message: String) {
-        let html = "<!doctype html><html><body><p>\(message.replacingOccurrences(of: "<", with: "&lt;"))</p></body></html>"
+        let html = "<!doctype html><html><body><p>\(message.replacing("<", with: "&lt;"))</p></body></html>"
         let phrase = status == 200 ? "OK" : status == 404 ? "Not Found" : "Bad Request"
         let text = "HTTP/1.1 \(status) \(phrase)\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: \(html.utf8.count)\r\nConnection: close\r\n\r\n\(html)"
         let bytes = Array(text.utf8)

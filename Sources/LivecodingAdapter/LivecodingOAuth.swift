@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import SwitchyardCore
 import SwitchyardHTTP
 
@@ -48,10 +55,8 @@ public struct LivecodingOAuth: Sendable {
     }
 
     static func form(_ fields: [String: String]) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return fields.keys.sorted().map { k in
-            "\(k)=\(fields[k]!.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")"
+        fields.keys.sorted().map { k in
+            "\(k)=\(fields[k]!.percentEncoded())"
         }.joined(separator: "&")
     }
 

@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import SwitchyardCore
 
 /// OAuth tokens as the bridge keeps them (`livecoding.token_store`, TOPICS.md Decision 13).
@@ -56,12 +63,13 @@ public struct TokenStore: Sendable {
     }
 
     public func save(_ tokens: LivecodingTokens) throws(AdapterError) {
-        let dir = (path as NSString).deletingLastPathComponent
-        if !dir.isEmpty, !FileManager.default.fileExists(atPath: dir) {
-            do {
-                try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            } catch {
-                throw AdapterError("cannot create \(dir) for the token store: \(error.localizedDescription)")
+        let dir = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? ""
+        // mkdir -p, new directories private to the bridge's user.
+        var prefix = dir.hasPrefix("/") ? "/" : ""
+        for part in dir.split(separator: "/") {
+            prefix += (prefix.isEmpty || prefix.hasSuffix("/") ? "" : "/") + part
+            if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
+                throw AdapterError("cannot create \(prefix) for the token store: \(String(cString: strerror(errno)))")
             }
         }
         let tmp = "\(path).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"

@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 import SwitchyardCore
 
@@ -34,9 +41,7 @@ public final class ATTClient: Sendable {
         self.transactionTimeout = transactionTimeout
         self.onNotification = onNotification
         self.onClose = onClose
-        let t = Thread { [self] in readLoop() }
-        t.name = "att-client"
-        t.start()
+        OSThread.start("att-client") { [self] in readLoop() }
     }
 
     public func close() { shutdown("closed by the bridge") }

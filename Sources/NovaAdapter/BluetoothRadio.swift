@@ -1,5 +1,10 @@
 import CBluetooth
+import SwitchyardCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Glibc
 
 /// What the flash service needs from Bluetooth: bounded scan windows, one LE ATT connection at a time
@@ -58,9 +63,7 @@ public struct BluetoothFailure: Error, Sendable, CustomStringConvertible, Equata
 /// Runs blocking socket work on its own thread, off the concurrency pool.
 package func onThread<T: Sendable>(_ name: String, _ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, any Error>) in
-        let t = Thread { c.resume(with: Result { try body() }) }
-        t.name = name
-        t.start()
+        OSThread.start(name) { c.resume(with: Result { try body() }) }
     }
 }
 

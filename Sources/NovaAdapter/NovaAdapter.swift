@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import SwitchyardCore
 
 /// `nova:` in the config (seconds unless the key ends in `_ms`; signal in percent).
@@ -429,7 +436,7 @@ public actor NovaAdapter: Adapter {
     // MARK: Publishing
 
     func name(_ address: String) -> String { settings.names[address] ?? Self.label(address) }
-    static func label(_ address: String) -> String { "nova_" + address.replacingOccurrences(of: ":", with: "").lowercased() }
+    static func label(_ address: String) -> String { "nova_" + address.replacing(":", with: "").lowercased() }
 
     static let capabilities: [Capability] = [
         .state(),

@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One connected flash's command channel, independent of Bluetooth (nova-ble.md §2.4, §2.6): ids
 /// 00–FF assigned when a command is queued and wrapping, a FIFO with one command awaiting its ack,

@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 
 public struct EngineSettings: Sendable {
@@ -225,7 +232,7 @@ public actor BridgeEngine {
         }
         switch scheme.classify(m.topic) {
         case .haStatus:
-            if settings.discovery, String(decoding: m.payload, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "online" {
+            if settings.discovery, String(decoding: m.payload, as: UTF8.self).trimmingWhitespace() == "online" {
                 scheduleReannounce()
             }
         case .request(let path):
@@ -378,7 +385,7 @@ public actor BridgeEngine {
     // MARK: bridge requests
 
     func handleRequest(path: String, payload: [UInt8]) {
-        let text = String(decoding: payload, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = String(decoding: payload, as: UTF8.self).trimmingWhitespace()
         var body: JSONValue = .object([:])
         if !text.isEmpty {
             guard let v = try? JSONValue.parse(text) else {

@@ -130,7 +130,7 @@ extension Capability {
             guard n >= lo, n <= hi else { throw fail("\(JSONValue.format(n)) is out of range \(JSONValue.format(lo))–\(JSONValue.format(hi))") }
             return .number(Capability.round(n, precision: p))
         case .enumeration(let values), .action(let values):
-            guard case .string(let s) = value, let match = values.first(where: { $0.caseInsensitiveCompare(s) == .orderedSame }) else {
+            guard case .string(let s) = value, let match = values.first(where: { $0.lowercased() == s.lowercased() }) else {
                 throw fail("expected one of \(values.joined(separator: ", ")), got \(value.serialized)")
             }
             return .string(match)

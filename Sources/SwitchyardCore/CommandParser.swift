@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Turns a `/set` or `/set/<field>` payload into validated fields (TOPICS.md "Device topics").
 public enum CommandParser {
@@ -22,7 +29,7 @@ public enum CommandParser {
     /// anything else taken as a string) for `/set/<field>`.
     public static func read(payload: [UInt8], field: String?,
                             bareWords: [String: [String: JSONValue]] = stateWords) -> Result<Parsed, Failure> {
-        let text = String(decoding: payload, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = String(decoding: payload, as: UTF8.self).trimmingWhitespace()
         if let field {
             if text.isEmpty { return .failure(Failure(message: "empty payload for field '\(field)'")) }
             let value = (try? JSONValue.parse(text)) ?? .string(text)

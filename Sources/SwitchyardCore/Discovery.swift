@@ -92,7 +92,7 @@ public struct DiscoveryBuilder: Sendable {
         }
 
         for c in d.capabilities where !consumed.contains(c.name) && c.role != .hidden {
-            var f: [String: JSONValue] = ["name": .string(c.name.replacingOccurrences(of: "_", with: " ").capitalizedFirst)]
+            var f: [String: JSONValue] = ["name": .string(c.name.replacing("_", with: " ").capitalizedFirst)]
             let template: JSONValue = .string("{{ value_json.\(c.name) }}")
             if c.role == .diagnostic { f["entity_category"] = "diagnostic" }
             if let u = c.unit { f["unit_of_measurement"] = .string(u) }
@@ -102,7 +102,7 @@ public struct DiscoveryBuilder: Sendable {
             case .action(let values):
                 for v in values {
                     var g = f
-                    g["name"] = .string(v.replacingOccurrences(of: "_", with: " ").capitalizedFirst)
+                    g["name"] = .string(v.replacing("_", with: " ").capitalizedFirst)
                     g["command_topic"] = .string(fieldSet)
                     g["payload_press"] = .string(v)
                     g.removeValue(forKey: "unit_of_measurement")

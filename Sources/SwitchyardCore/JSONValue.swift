@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A JSON value with a deterministic serialiser (keys sorted), used for every payload the bridge
 /// publishes so that "changed?" comparisons and retained payloads are byte-stable.
@@ -129,7 +136,10 @@ public enum JSONValue: Sendable, Equatable, Hashable {
             case "\t": out += "\\t"
             default:
                 if u.value < 0x20 {
-                    out += String(format: "\\u%04x", u.value)
+                    let hex = Array("0123456789abcdef".utf8)
+                    out += "\\u00"
+                    out.unicodeScalars.append(Unicode.Scalar(hex[Int(u.value >> 4)]))
+                    out.unicodeScalars.append(Unicode.Scalar(hex[Int(u.value & 0xF)]))
                 } else {
                     out.unicodeScalars.append(u)
                 }

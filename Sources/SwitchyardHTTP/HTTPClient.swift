@@ -1,6 +1,14 @@
 import CCurl
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
+import SwitchyardCore
 
 public struct HTTPRequest: Sendable {
     public var method: String
@@ -80,9 +88,7 @@ public final class HTTPClient: Sendable {
         self.options = options
         multi = curl_multi_init()
         ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 8)
-        let thread = Thread { [self] in CurlLoop(client: self).run() }
-        thread.name = "http-curl"
-        thread.start()
+        OSThread.start("http-curl") { [self] in CurlLoop(client: self).run() }
     }
 
     /// Stops the transfer thread; pending requests fail.
@@ -153,8 +159,10 @@ enum CurlCallbacks {
         if line.hasPrefix("HTTP/") { t.headers = [:] }   // a new response (redirect, 100-continue)
         if let colon = line.firstIndex(of: ":") {
             let name = line[..<colon].lowercased()
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
-            t.headers[name] = value
+            var value = line[line.index(after: colon)...]
+            while let c = value.first, c.isWhitespace { value.removeFirst() }
+            while let c = value.last, c.isWhitespace { value.removeLast() }
+            t.headers[name] = String(value)
         }
         return size * n
     }

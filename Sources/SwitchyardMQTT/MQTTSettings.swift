@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Everything the transport needs to reach the broker, already validated by the config layer.
 public struct MQTTSettings: Sendable {

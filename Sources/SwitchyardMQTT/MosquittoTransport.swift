@@ -1,5 +1,9 @@
 import CMosquitto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import SwitchyardCore
 import Synchronization
@@ -71,12 +75,10 @@ public final class MosquittoTransport: MQTTTransport {
     /// until `stop`.
     public func start() {
         guard started.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged else { return }
-        let thread = Thread { [self] in
+        OSThread.start("mqtt-network") { [self] in
             let loop = NetworkLoop(transport: self)
             loop.run()
         }
-        thread.name = "mqtt-network"
-        thread.start()
     }
 
     public func publish(_ topic: String, _ payload: [UInt8], qos: Int, retain: Bool) {

@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import Synchronization
 import SwitchyardCore
@@ -45,7 +52,13 @@ public struct SwitchyardLogHandler: LogHandler {
             line = JSONValue.object(o).serialized
         }
         line += "\n"
-        FileHandle.standardError.write(Data(line.utf8))
+        // One write(2) per line, so that lines from several threads never interleave.
+        var bytes = Array(line.utf8)
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress! + done, $0.count - done) }
+            if n > 0 { done += n } else if n < 0 && errno == EINTR { continue } else { break }
+        }
     }
 
     /// Installs the handler once for the whole process.

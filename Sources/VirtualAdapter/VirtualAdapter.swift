@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import SwitchyardCore
 
 /// Devices that live in memory: lights, switches and a sensor that drifts. For trying the bridge

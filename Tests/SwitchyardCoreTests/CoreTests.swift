@@ -1,4 +1,5 @@
 import Testing
+import Foundation
 @testable import SwitchyardCore
 
 @Suite struct NamingTests {
@@ -89,7 +90,7 @@ import Testing
     }
 
     @Test func escapesControlCharacters() {
-        #expect(JSONValue.string("a\nb\u{1}").serialized == #""a\nb\u0001""#)
+        #expect(JSONValue.string("a\nb\u{1}\u{1f}").serialized == #""a\nb\u0001\u001f""#)
     }
 }
 
@@ -211,5 +212,47 @@ import Testing
         #expect(rssi.payload["entity_category"] == "diagnostic")
         #expect(rssi.payload["value_template"] == "{{ value_json.rssi }}")
         #expect(entries.count == 2)
+    }
+}
+
+/// Timestamps are formatted and parsed by hand (no ICU); the expected epochs come from Python's
+/// calendar.timegm and datetime, not from the code under test.
+@Suite struct TimestampTests {
+    @Test func formatsUTCWithZ() {
+        #expect(Timestamp.rfc3339(Date(timeIntervalSince1970: 1_795_378_214)) == "2026-11-22T20:10:14Z")
+        #expect(Timestamp.rfc3339(Date(timeIntervalSince1970: 1_795_378_214.999)) == "2026-11-22T20:10:14Z")
+        #expect(Timestamp.rfc3339(Date(timeIntervalSince1970: 0)) == "1970-01-01T00:00:00Z")
+    }
+
+    @Test func parsesRFC3339WithFractionsOffsetsAndEpochSeconds() {
+        #expect(Timestamp.parse("2026-11-22T20:10:14Z")?.timeIntervalSince1970 == 1_795_378_214)
+        #expect(Timestamp.parse("2024-02-29T23:59:59-05:30")?.timeIntervalSince1970 == 1_709_270_999)
+        let frac = Timestamp.parse("2026-11-22T20:10:14.25+00:00")?.timeIntervalSince1970
+        #expect(frac == 1_795_378_214.25)
+        #expect(Timestamp.parse("1795378214")?.timeIntervalSince1970 == 1_795_378_214)
+    }
+
+    @Test func rejectsWhatIsNotADate() {
+        for bad in ["", "2026-11-22", "2026-11-22T20:10:14", "2026-02-30T00:00:00Z", "2026-13-01T00:00:00Z",
+                    "2026-11-22T24:00:00Z", "2026-11-22T20:10:14Zjunk", "2026-11-22T20:10:14.Z", "2026-11-22 20:10:14Z"] {
+            #expect(Timestamp.parse(bad) == nil, "\(bad)")
+        }
+    }
+}
+
+/// The standard-library string helpers that replaced Foundation's NSString-backed ones.
+@Suite struct StringHelperTests {
+    @Test func percentEncodingKeepsOnlyUnreservedAndWhatIsAsked() {
+        #expect("Living Room/1".percentEncoded() == "Living%20Room%2F1")
+        #expect("label:Kitchen,id:d073d5|x".percentEncoded(keeping: ":,|") == "label:Kitchen,id:d073d5|x")
+        #expect("Küche~a.b_c-d".percentEncoded() == "K%C3%BCche~a.b_c-d")
+        #expect("a+b=c&d".percentEncoded() == "a%2Bb%3Dc%26d")
+    }
+
+    @Test func hexAndTrimming() {
+        #expect([0x00, 0x0f, 0xa5, 0xff].hexString == "000fa5ff")
+        #expect(" \t on \r\n".trimmingWhitespace() == "on")
+        #expect(" \n ".trimmingWhitespace() == "")
+        #expect("a b".trimmingWhitespace() == "a b")
     }
 }
