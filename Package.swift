@@ -11,6 +11,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "switchyard", targets: ["switchyard"]),
+        .executable(name: "switchyard-sim", targets: ["switchyard-sim"]),
         .executable(name: "switchyard-bench", targets: ["switchyard-bench"]),
     ],
     dependencies: [
@@ -22,11 +23,13 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
-        // C libraries: module maps and tiny static-inline shims only.
+        // C libraries: module maps and tiny shims (CCurl also loads libcurl on first use).
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
-        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // libcurl is loaded on first use (dlopen), not linked: see Sources/CCurl/include/ccurl.h.
+        .target(name: "CCurl"),
         .systemLibrary(name: "CBluetooth", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+        .systemLibrary(name: "CMalloc"),
 
         // Device model, topic scheme, command parsing, the Adapter protocol and the bridge engine.
         .target(name: "SwitchyardCore", dependencies: [
@@ -73,16 +76,28 @@ let package = Package(
         .target(name: "VirtualAdapter", dependencies: ["SwitchyardCore"], swiftSettings: strict),
         // Wiring: config -> transport + engine + adapters as Services under one ServiceGroup.
         .target(name: "SwitchyardRuntime", dependencies: [
-            "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardHTTP", "VirtualAdapter", "LIFXAdapter", "ImpAdapter",
+            "CMalloc", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardHTTP", "VirtualAdapter", "LIFXAdapter", "ImpAdapter",
             "LivecodingAdapter", "HomeAssistantMirror", "NovaAdapter",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strict),
-        .executableTarget(name: "switchyard", dependencies: [
-            "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore", "SwitchyardSimulators", "ImpAdapter", "LivecodingAdapter", "SwitchyardHTTP",
-            "HomeAssistantMirror", "LIFXAdapter",
+        // What both executables share: log options, config loading, console output.
+        .target(name: "SwitchyardCLI", dependencies: [
+            "SwitchyardRuntime", "SwitchyardConfig",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
+        // The daemon: run, check-config, auth. No simulators, no Foundation (FoundationEssentials only).
+        .executableTarget(name: "switchyard", dependencies: [
+            "SwitchyardCLI", "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore", "LivecodingAdapter",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
+        // The simulators' executable: `demo` (the bridge against every simulated upstream) and `nova`.
+        .executableTarget(name: "switchyard-sim", dependencies: [
+            "SwitchyardCLI", "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore", "SwitchyardSimulators", "ImpAdapter",
+            "LivecodingAdapter", "SwitchyardHTTP", "HomeAssistantMirror", "LIFXAdapter", "NovaAdapter",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
 
         // Benchmarks: figures as ratios to raw libmosquitto measured in the same run (`swift run -c release switchyard-bench`).

@@ -74,19 +74,21 @@ public final class HTTPClient: Sendable {
         var nextID: UInt64 = 0
     }
 
-    static let global: Bool = {
-        curl_global_init(Int(CURL_GLOBAL_DEFAULT))
-        return true
-    }()
-
     let options: Options
     let shared = Mutex(Shared())
-    nonisolated(unsafe) let multi: UnsafeMutableRawPointer
+    nonisolated(unsafe) let multi: UnsafeMutableRawPointer?   // nil without libcurl
+    /// Why there is no libcurl (it is loaded on first use, see ccurl.h); every request fails with it.
+    let unavailable: String?
 
     public init(options: Options = Options()) {
-        _ = Self.global
         self.options = options
-        multi = curl_multi_init()
+        if let why = ccurl_load() {
+            unavailable = String(cString: why)
+            multi = nil
+            return
+        }
+        unavailable = nil
+        multi = ccurl_multi_init()
         ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 8)
         OSThread.start("http-curl") { [self] in CurlLoop(client: self).run() }
     }
@@ -94,10 +96,11 @@ public final class HTTPClient: Sendable {
     /// Stops the transfer thread; pending requests fail.
     public func shutdown() {
         shared.withLock { $0.stopping = true }
-        curl_multi_wakeup(multi)
+        if multi != nil { ccurl_multi_wakeup(multi) }
     }
 
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        if let unavailable { throw HTTPError(kind: .other, message: unavailable) }
         let id = shared.withLock { s -> UInt64 in
             s.nextID += 1
             return s.nextID
@@ -111,14 +114,14 @@ public final class HTTPClient: Sendable {
                     return true
                 }
                 if accepted {
-                    curl_multi_wakeup(multi)
+                    ccurl_multi_wakeup(multi)
                 } else {
                     c.resume(throwing: HTTPError(kind: .other, message: "HTTP client is shut down"))
                 }
             }
         } onCancel: {
             shared.withLock { $0.commands.append(.cancel(id)) }
-            curl_multi_wakeup(multi)
+            ccurl_multi_wakeup(multi)
         }
     }
 
@@ -191,13 +194,13 @@ final class CurlLoop {
             }
             if stopping {
                 for t in active.values { finish(t, .failure(HTTPError(kind: .other, message: "HTTP client is shut down"))) }
-                curl_multi_cleanup(multi)
+                ccurl_multi_cleanup(multi)
                 return
             }
             var running: Int32 = 0
-            curl_multi_perform(multi, &running)
+            ccurl_multi_perform(multi, &running)
             var left: Int32 = 0
-            while let msg = curl_multi_info_read(multi, &left) {
+            while let msg = ccurl_multi_info_read(multi, &left) {
                 guard msg.pointee.msg == CURLMSG_DONE, let easy = msg.pointee.easy_handle else { continue }
                 var ud: UnsafeMutableRawPointer? = nil
                 _ = ccurl_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &ud)
@@ -214,12 +217,12 @@ final class CurlLoop {
                     finish(t, .failure(Self.error(code)))
                 }
             }
-            curl_multi_poll(multi, nil, 0, 1000, nil)
+            ccurl_multi_poll(multi, nil, 0, 1000, nil)
         }
     }
 
     static func error(_ code: CURLcode) -> HTTPError {
-        let message = String(cString: curl_easy_strerror(code))
+        let message = String(cString: ccurl_easy_strerror(code))
         switch code {
         case CURLE_OPERATION_TIMEDOUT: return HTTPError(kind: .timeout, message: message)
         case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR:
@@ -231,7 +234,7 @@ final class CurlLoop {
     }
 
     func start(_ t: Transfer) {
-        guard let easy = curl_easy_init() else {
+        guard let easy = ccurl_easy_init() else {
             t.continuation.resume(throwing: HTTPError(kind: .other, message: "curl_easy_init failed"))
             return
         }
@@ -255,8 +258,8 @@ final class CurlLoop {
         ccurl_easy_setopt_write(easy, CURLOPT_HEADERFUNCTION, CurlCallbacks.header)
         ccurl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, ud)
         var list: UnsafeMutablePointer<curl_slist>? = nil
-        for (k, v) in r.headers { list = curl_slist_append(list, "\(k): \(v)") }
-        if r.body != nil { list = curl_slist_append(list, "Expect:") }   // no 100-continue round trip
+        for (k, v) in r.headers { list = ccurl_slist_append(list, "\(k): \(v)") }
+        if r.body != nil { list = ccurl_slist_append(list, "Expect:") }   // no 100-continue round trip
         t.headerList = list
         if let list { ccurl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list) }
         let method = r.method.uppercased()
@@ -272,15 +275,15 @@ final class CurlLoop {
             ccurl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method)
         }
         active[t.id] = t
-        curl_multi_add_handle(client.multi, easy)
+        ccurl_multi_add_handle(client.multi, easy)
     }
 
     func finish(_ t: Transfer, _ result: Result<HTTPResponse, any Error>) {
         if let easy = t.easy {
-            curl_multi_remove_handle(client.multi, easy)
-            curl_easy_cleanup(easy)
+            ccurl_multi_remove_handle(client.multi, easy)
+            ccurl_easy_cleanup(easy)
         }
-        curl_slist_free_all(t.headerList)
+        ccurl_slist_free_all(t.headerList)
         active[t.id] = nil
         t.continuation.resume(with: result)
     }

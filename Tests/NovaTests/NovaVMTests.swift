@@ -7,7 +7,7 @@ import SwitchyardTestSupport
 /// The whole Nova path on a real kernel Bluetooth stack: `blevm` boots a throw-away QEMU VM with
 /// Debian's kernel (bluetooth + hci_vhci) and two `btvirt` LE controllers, mounting this machine's root
 /// read-only and /tmp read-write, so the binaries built here run unchanged inside it. In the VM: a
-/// real Mosquitto, `switchyard simulate nova` advertising on hci1, and `switchyard run` on hci0 with
+/// real Mosquitto, `switchyard-sim nova` advertising on hci1, and `switchyard run` on hci0 with
 /// a `nova:` config; `mosquitto_pub`/`mosquitto_sub` drive it. The test then reads what came back.
 /// Where the VM cannot run here, the test says why (skipped or cancelled with the reason).
 enum BleVM {
@@ -24,6 +24,7 @@ enum BleVM {
         if script() == nil { return "blevm (shared/tools/blevm/run-in-vm.sh) is not on this machine; set SWITCHYARD_BLEVM" }
         if getuid() != 0 { return "blevm needs root (apt, the VM's root mount)" }
         if TestEnvironment.switchyardBinary() == nil { return "the switchyard executable was not built next to the tests" }
+        if TestEnvironment.simulatorBinary() == nil { return "the switchyard-sim executable was not built next to the tests" }
         return nil
     }
 }
@@ -33,10 +34,11 @@ enum BleVM {
     func theBridgeOnHci0FindsConnectsLightsAndTurnsOffASimulatedNovaOnHci1() async throws {
         let vm = try #require(BleVM.script())
         let bin = try #require(TestEnvironment.switchyardBinary())
+        let sim = try #require(TestEnvironment.simulatorBinary())
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sy-nova-vm-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let guest = "\(dir)/guest.sh"
-        try Self.guestScript(dir: dir, bin: bin).write(toFile: guest, atomically: true, encoding: .utf8)
+        try Self.guestScript(dir: dir, bin: bin, sim: sim).write(toFile: guest, atomically: true, encoding: .utf8)
         let child = try ChildProcess(path: "/bin/bash", arguments: [vm, guest, dir],
                                      environment: ProcessInfo.processInfo.environment.merging(["VM_TIMEOUT": "420"]) { $1 },
                                      outputFile: "\(dir)/vm.log")
@@ -77,13 +79,14 @@ enum BleVM {
         if ProcessInfo.processInfo.environment["SWITCHYARD_KEEP_VM_LOGS"] == nil { try? FileManager.default.removeItem(atPath: dir) } else { print("nova VM e2e: logs in \(dir)") }
     }
 
-    static func guestScript(dir: String, bin: String) -> String {
+    static func guestScript(dir: String, bin: String, sim: String) -> String {
         """
         #!/bin/bash
         # Runs inside the blevm VM (chroot of the host's root). Every wait is bounded.
         set -u
         W=\(dir)
         BIN=\(bin)
+        SIM=\(sim)
         exec >"$W/guest.log" 2>&1
         ip link set lo up 2>/dev/null || busybox ip link set lo up
         btvirt -L -l2 >"$W/btvirt.log" 2>&1 &
@@ -95,7 +98,7 @@ enum BleVM {
         mosquitto -c "$W/mosquitto.conf" >"$W/mosquitto.log" 2>&1 &
         for i in $(seq 1 100); do (echo >/dev/tcp/127.0.0.1/1883) 2>/dev/null && break; sleep 0.1; done
         mosquitto_sub -h 127.0.0.1 -v -t 'e2e/#' >"$W/mqtt.log" 2>&1 &
-        "$BIN" simulate nova --adapter hci1 --ack-delay 0.05 --for 300 >"$W/peripheral.log" 2>&1 &
+        "$SIM" nova --adapter hci1 --ack-delay 0.05 --for 300 >"$W/peripheral.log" 2>&1 &
         cat >"$W/bridge.yaml" <<EOF
         mqtt: {url: "mqtt://127.0.0.1:1883", base_topic: e2e}
         state_dir: $W/state

@@ -57,6 +57,40 @@ import SwitchyardTestSupport
         }
     }
 
+    /// The daemon maps libcurl (and the libraries it pulls in) only when an HTTP adapter needs it, and
+    /// never Foundation's NSString/CoreFoundation layer or FoundationNetworking (FoundationEssentials only).
+    @Test func libcurlIsLoadedOnlyForAnHTTPAdapterAndFoundationNever() async throws {
+        let broker = try await Broker.start()
+        let probe = try await MQTTProbe.connect(port: broker.port)
+        /// The bridge's mappings once it is online and, if `until` is given, once one contains it (≤ 10 s).
+        func mapped(_ extra: String, base: String, until: String? = nil) async throws -> String {
+            try await probe.subscribe("\(base)/bridge/state")
+            let bridge = try BridgeProcess(arguments: ["run", "-c", try writeConfig(config(port: broker.port, base: base) + extra)])
+            try await probe.waitFor(topic: "\(base)/bridge/state", payload: "online")
+            var maps = ""
+            for _ in 0..<200 {
+                // Read to the end: /proc files report size 0, and String(contentsOfFile:) stops short.
+                let data = try #require(FileHandle(forReadingAtPath: "/proc/\(bridge.child.pid)/maps")).readDataToEndOfFile()
+                maps = String(decoding: data, as: UTF8.self)
+                guard let until, !maps.contains(until) else { break }
+                await TestEnvironment.sleep(0.05)
+            }
+            bridge.signal(SIGTERM)
+            _ = try await bridge.waitForExit()
+            if let until, !maps.contains(until) { Issue.record("no \(until) mapped; the bridge said:\n\(bridge.outputText)") }
+            return maps
+        }
+        let plain = try await mapped("", base: "t\(UInt32.random(in: 0...UInt32.max))")
+        #expect(!plain.contains("libcurl"))
+        for lib in ["libFoundation.so", "libFoundationNetworking", "libCoreFoundation", "lib_FoundationICU"] {
+            #expect(!plain.contains(lib), "\(lib) is mapped")
+        }
+        // A LIFX light needs HTTP: now libcurl is there (the cloud URL need not answer for that).
+        let lifx = try await mapped("lifx: {token: t, api_url: \"http://127.0.0.1:9\"}\n", base: "t\(UInt32.random(in: 0...UInt32.max))",
+                                    until: "libcurl")
+        #expect(lifx.contains("libcurl"))
+    }
+
     @Test func lastWillIsPublishedWhenTheProcessIsKilled() async throws {
         let broker = try await Broker.start()
         let base = uniqueBase()

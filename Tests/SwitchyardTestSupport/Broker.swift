@@ -92,10 +92,17 @@ public enum TestEnvironment {
     /// The `switchyard` executable built next to the test binary (or $SWITCHYARD_BIN).
     public static func switchyardBinary() -> String? {
         if let p = ProcessInfo.processInfo.environment["SWITCHYARD_BIN"] { return p }
+        return builtExecutable("switchyard")
+    }
+
+    /// The `switchyard-sim` executable (demo, simulated Nova flash) built next to the test binary.
+    public static func simulatorBinary() -> String? { builtExecutable("switchyard-sim") }
+
+    static func builtExecutable(_ name: String) -> String? {
         guard let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else { return nil }
         var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
         for _ in 0..<4 {
-            let candidate = dir.appendingPathComponent("switchyard").path
+            let candidate = dir.appendingPathComponent(name).path
             if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
             dir = dir.deletingLastPathComponent()
         }
