@@ -55,7 +55,9 @@ RELEASE_FLAGS := --static-swift-stdlib -Xswiftc -use-ld=lld \
                  -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic \
                  -Xlinker --symbol-ordering-file=$(CURDIR)/$(ORDER) -Xlinker --no-warn-symbol-ordering
 release: deps
-	@mkdir -p .build && gzip -dc scripts/switchyard.order.gz > $(ORDER)
+	@# The build does not see the order file as an input: a changed one removes the binary, so it is relinked.
+	@mkdir -p .build && gzip -dc scripts/switchyard.order.gz > $(ORDER).new && \
+	  if cmp -s $(ORDER).new $(ORDER); then rm $(ORDER).new; else mv $(ORDER).new $(ORDER); rm -f .build/static/release/switchyard; fi
 	swift build -c release $(RELEASE_FLAGS) --product switchyard --scratch-path .build/static
 
 ## Rewrites scripts/switchyard.order.gz from callgrind runs of the release binary (scripts/symbol-order.sh).
