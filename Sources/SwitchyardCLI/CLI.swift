@@ -26,21 +26,6 @@ public struct LogOptions: ParsableArguments {
     }
 }
 
-/// Unbuffered writes to standard output and error (also when piped), without Foundation's FileHandle.
-public enum Console {
-    public static func out(_ text: String) { write(1, text) }
-    public static func err(_ text: String) { write(2, text) }
-
-    static func write(_ fd: Int32, _ text: String) {
-        let bytes = Array(text.utf8)
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
-            if n > 0 { done += n } else if n < 0 && errno == EINTR { continue } else { return }
-        }
-    }
-}
-
 /// The config, or every problem on standard error and exit status 2 with nothing started.
 public func loadOrExit(_ path: String) -> SwitchyardConfig {
     do {

@@ -136,10 +136,7 @@ public enum JSONValue: Sendable, Equatable, Hashable {
             case "\t": out += "\\t"
             default:
                 if u.value < 0x20 {
-                    let hex = Array("0123456789abcdef".utf8)
-                    out += "\\u00"
-                    out.unicodeScalars.append(Unicode.Scalar(hex[Int(u.value >> 4)]))
-                    out.unicodeScalars.append(Unicode.Scalar(hex[Int(u.value & 0xF)]))
+                    out += "\\u00" + [UInt8(u.value)].hexString
                 } else {
                     out.unicodeScalars.append(u)
                 }

@@ -53,17 +53,28 @@ public struct SwitchyardLogHandler: LogHandler {
         }
         line += "\n"
         // One write(2) per line, so that lines from several threads never interleave.
-        var bytes = Array(line.utf8)
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress! + done, $0.count - done) }
-            if n > 0 { done += n } else if n < 0 && errno == EINTR { continue } else { break }
-        }
+        Console.err(line)
     }
 
     /// Installs the handler once for the whole process.
     public static func bootstrap(format: Format, level: Logger.Level) {
         sharedLevel.withLock { $0 = level }
         LoggingSystem.bootstrap { label in SwitchyardLogHandler(label: label, format: format) }
+    }
+}
+
+/// Unbuffered writes to standard output and error (also when piped), without Foundation's FileHandle:
+/// the whole text in as few write(2) calls as the kernel allows, so that log lines never interleave.
+public enum Console {
+    public static func out(_ text: String) { write(1, text) }
+    public static func err(_ text: String) { write(2, text) }
+
+    static func write(_ fd: Int32, _ text: String) {
+        let bytes = Array(text.utf8)
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
+            if n > 0 { done += n } else if n < 0 && errno == EINTR { continue } else { return }
+        }
     }
 }
