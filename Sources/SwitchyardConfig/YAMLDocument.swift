@@ -66,16 +66,11 @@ enum YAMLDocument {
 
         static func mark(_ m: yaml_mark_t) -> YAMLMark { YAMLMark(line: Int(m.line) + 1, column: Int(m.column) + 1) }
 
+        /// An anchor name (NUL-terminated) or, with its length, a scalar's value.
         static func string(_ p: UnsafePointer<yaml_char_t>?, _ length: Int? = nil) -> String? {
             guard let p else { return nil }
-            let n = length ?? strlen(p)
-            return String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self)
-        }
-
-        static func strlen(_ p: UnsafePointer<yaml_char_t>) -> Int {
-            var n = 0
-            while p[n] != 0 { n += 1 }
-            return n
+            guard let length else { return String(cString: p) }
+            return String(decoding: UnsafeBufferPointer(start: p, count: length), as: UTF8.self)
         }
 
         mutating func run(_ parser: inout yaml_parser_t) throws(YAMLSyntaxError) -> YAMLNode? {
@@ -147,8 +142,8 @@ enum YAMLDocument {
         }
 
         static func syntaxError(_ p: yaml_parser_t) -> YAMLSyntaxError {
-            let problem = string(UnsafeRawPointer(p.problem)?.assumingMemoryBound(to: yaml_char_t.self)) ?? "unreadable YAML"
-            let context = string(UnsafeRawPointer(p.context)?.assumingMemoryBound(to: yaml_char_t.self)).map { "\($0) " } ?? ""
+            let problem = p.problem.map { String(cString: $0) } ?? "unreadable YAML"
+            let context = p.context.map { "\(String(cString: $0)) " } ?? ""
             let what: String
             switch p.error {
             case YAML_READER_ERROR: what = "YAML text: "

@@ -162,10 +162,7 @@ enum CurlCallbacks {
         if line.hasPrefix("HTTP/") { t.headers = [:] }   // a new response (redirect, 100-continue)
         if let colon = line.firstIndex(of: ":") {
             let name = line[..<colon].lowercased()
-            var value = line[line.index(after: colon)...]
-            while let c = value.first, c.isWhitespace { value.removeFirst() }
-            while let c = value.last, c.isWhitespace { value.removeLast() }
-            t.headers[name] = String(value)
+            t.headers[name] = line[line.index(after: colon)...].trimmingWhitespace()
         }
         return size * n
     }
