@@ -6,6 +6,23 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
 ]
 
+/// One upstream = one folder, `Sources/Upstreams/<Folder>`: its adapter target in `Adapter/` (which also
+/// registers it: config section, secrets, restart rule, the adapter itself) and, when it has one, the
+/// loopback simulator that plays it in tests and the demo in `Simulators/`. Nothing outside the folder
+/// depends on the adapter but the registration list (SwitchyardCLI), the demo and the tests.
+func upstream(_ folder: String, adapter: String, simulators: String? = nil,
+              dependencies: [Target.Dependency] = [], simulatorDependencies: [Target.Dependency] = []) -> [Target] {
+    var targets: [Target] = [
+        .target(name: adapter, dependencies: ["SwitchyardCore", "SwitchyardConfig"] + dependencies,
+                path: "Sources/Upstreams/\(folder)/Adapter", swiftSettings: strict),
+    ]
+    if let simulators {
+        targets.append(.target(name: simulators, dependencies: ["SwitchyardCore", "SimulatorSupport"] + simulatorDependencies,
+                               path: "Sources/Upstreams/\(folder)/Simulators", swiftSettings: strict))
+    }
+    return targets
+}
+
 let package = Package(
     name: "switchyard",
     platforms: [.macOS(.v15)],
@@ -45,98 +62,98 @@ let package = Package(
             "CCurl", "SwitchyardCore",
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
-        // YAML -> typed config, ${ENV} and *_file secrets, validation with file:line:column, redaction.
-        .target(name: "SwitchyardConfig", dependencies: [
-            "SwitchyardCore", "ImpAdapter", "LivecodingAdapter", "HomeAssistantMirror", "LIFXAdapter", "NovaAdapter",
-            "CYAML",
-        ], swiftSettings: strict),
-        // Loopback servers that speak each upstream's real protocol (tests and `switchyard demo`).
-        .target(name: "SwitchyardSimulators", dependencies: [
-            "SwitchyardCore", "NovaAdapter", "CBluetooth",
+        // YAML -> typed config for the bridge's own sections, ${ENV} and *_file secrets, positions for
+        // every problem, the derived redacted view; the `Upstream` registration each adapter implements.
+        .target(name: "SwitchyardConfig", dependencies: ["SwitchyardCore", "CYAML"], swiftSettings: strict),
+        // What every upstream simulator builds on: a loopback HTTP server with recorded requests and knobs.
+        .target(name: "SimulatorSupport", dependencies: [
             .product(name: "FlyingFox", package: "FlyingFox"),
             .product(name: "FlyingSocks", package: "FlyingFox"),
         ], swiftSettings: strict),
-        // LIFX lights, groups, locations and scenes over the LIFX cloud HTTP API.
-        .target(name: "LIFXAdapter", dependencies: ["SwitchyardCore", "SwitchyardHTTP"], swiftSettings: strict),
-        // Electric Imp devices through their agents' HTTPS endpoints, with per-app profiles.
-        .target(name: "ImpAdapter", dependencies: ["SwitchyardCore", "SwitchyardHTTP"], swiftSettings: strict),
-        // Livecoding.tv stream status: OAuth2 (authorisation command, rotating refresh tokens), paginated on-air list.
-        .target(name: "LivecodingAdapter", dependencies: ["SwitchyardCore", "SwitchyardHTTP"], swiftSettings: strict),
-        // Home Assistant mirror over the WebSocket API (states, events, allowed service calls).
-        .target(name: "HomeAssistantMirror", dependencies: [
-            "SwitchyardCore",
-            .product(name: "WSClient", package: "swift-websocket"),
-            .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            .product(name: "Logging", package: "swift-log"),
-        ], swiftSettings: strict),
-        // Nova BLE flashes: HCI LE scanning and ATT over L2CAP through libbluetooth, the V1 text protocol,
-        // per-flash command links with acks, and the SDK's auto-connect rules.
-        .target(name: "NovaAdapter", dependencies: ["SwitchyardCore", "CBluetooth"], swiftSettings: strict),
-        // In-memory devices: for trying the bridge (`switchyard demo`) and for process-level tests.
-        .target(name: "VirtualAdapter", dependencies: ["SwitchyardCore"], swiftSettings: strict),
-        // Wiring: config -> transport + engine + adapters as Services under one ServiceGroup.
+    ]
+    // The upstreams, one folder each.
+    + upstream("LIFX", adapter: "LIFXAdapter", simulators: "LIFXSimulators", dependencies: ["SwitchyardHTTP"])
+    + upstream("Imp", adapter: "ImpAdapter", simulators: "ImpSimulators", dependencies: ["SwitchyardHTTP"])
+    + upstream("Livecoding", adapter: "LivecodingAdapter", simulators: "LivecodingSimulators", dependencies: ["SwitchyardHTTP"])
+    + upstream("HomeAssistant", adapter: "HomeAssistantMirror", simulators: "HomeAssistantSimulators", dependencies: [
+        .product(name: "WSClient", package: "swift-websocket"),
+        .product(name: "NIOSSL", package: "swift-nio-ssl"),
+        .product(name: "Logging", package: "swift-log"),
+    ], simulatorDependencies: [
+        .product(name: "FlyingFox", package: "FlyingFox"),
+        .product(name: "FlyingSocks", package: "FlyingFox"),
+    ])
+    + upstream("Nova", adapter: "NovaAdapter", simulators: "NovaSimulators", dependencies: ["CBluetooth"],
+               simulatorDependencies: ["NovaAdapter", "CBluetooth"])
+    + upstream("Virtual", adapter: "VirtualAdapter")
+    + [
+        // Wiring: config -> transport + engine + adapters as Services under one ServiceGroup. Knows no adapter.
         .target(name: "SwitchyardRuntime", dependencies: [
-            "CMalloc", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardHTTP", "VirtualAdapter", "LIFXAdapter", "ImpAdapter",
-            "LivecodingAdapter", "HomeAssistantMirror", "NovaAdapter",
+            "CMalloc", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strict),
-        // What both executables share: log options, config loading, console output.
+        // What both executables share: the registration list of upstreams, log options, config loading.
         .target(name: "SwitchyardCLI", dependencies: [
-            "SwitchyardRuntime", "SwitchyardConfig",
+            "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore",
+            "VirtualAdapter", "LIFXAdapter", "ImpAdapter", "LivecodingAdapter", "HomeAssistantMirror", "NovaAdapter",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
         // The daemon: run, check-config, auth. No simulators, no Foundation (FoundationEssentials only).
         .executableTarget(name: "switchyard", dependencies: [
-            "SwitchyardCLI", "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore", "LivecodingAdapter",
+            "SwitchyardCLI", "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
         // The simulators' executable: `demo` (the bridge against every simulated upstream) and `nova`.
         .executableTarget(name: "switchyard-sim", dependencies: [
-            "SwitchyardCLI", "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore", "SwitchyardSimulators", "ImpAdapter",
-            "LivecodingAdapter", "SwitchyardHTTP", "HomeAssistantMirror", "LIFXAdapter", "NovaAdapter",
+            "SwitchyardCLI", "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore", "SwitchyardHTTP",
+            "LIFXSimulators", "ImpSimulators", "LivecodingSimulators", "HomeAssistantSimulators", "NovaSimulators",
+            "LivecodingAdapter", "NovaAdapter",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
 
         // Benchmarks: figures as ratios to raw libmosquitto measured in the same run (`swift run -c release switchyard-bench`).
+        // Adapters are built from YAML through the registration list, like the daemon builds them.
         .executableTarget(name: "switchyard-bench", dependencies: [
-            "SwitchyardCore", "SwitchyardMQTT", "SwitchyardTestSupport", "CMosquitto", "LIFXAdapter", "SwitchyardSimulators",
-            "HomeAssistantMirror",
+            "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardCLI", "SwitchyardTestSupport", "CMosquitto",
+            "LIFXSimulators", "HomeAssistantSimulators",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
 
-        // Test helpers shared by every test target: broker launcher, free port, MQTT probe client.
+        // Test helpers shared by every test target: broker launcher, free port, MQTT probe, the in-process bridge.
         .target(name: "SwitchyardTestSupport", dependencies: [
             "SwitchyardCore", "SwitchyardMQTT", "CMosquitto",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Tests/SwitchyardTestSupport", swiftSettings: strict),
-        .testTarget(name: "SwitchyardCoreTests", dependencies: ["SwitchyardCore"], swiftSettings: strict),
-        .testTarget(name: "SwitchyardConfigTests", dependencies: ["SwitchyardConfig", "SwitchyardCore", "ImpAdapter", "LivecodingAdapter",
-                                                          "HomeAssistantMirror", "LIFXAdapter", "NovaAdapter"],
+        .testTarget(name: "SwitchyardCoreTests", dependencies: ["SwitchyardCore", "SwitchyardTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SwitchyardConfigTests", dependencies: ["SwitchyardConfig", "SwitchyardCore", "SwitchyardCLI", "ImpAdapter",
+                                                                  "LivecodingAdapter", "HomeAssistantMirror", "LIFXAdapter", "NovaAdapter",
+                                                                  "VirtualAdapter"],
                     swiftSettings: strict),
-        .testTarget(name: "SwitchyardHTTPTests", dependencies: ["SwitchyardHTTP", "SwitchyardSimulators"], swiftSettings: strict),
+        .testTarget(name: "SwitchyardHTTPTests", dependencies: ["SwitchyardHTTP", "SwitchyardCore", "SimulatorSupport"], swiftSettings: strict),
         .testTarget(name: "ImpTests", dependencies: [
-            "ImpAdapter", "SwitchyardConfig", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardMQTT",
+            "ImpAdapter", "ImpSimulators", "SwitchyardConfig", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardMQTT",
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
         .testTarget(name: "NovaTests", dependencies: [
-            "NovaAdapter", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardConfig", "SwitchyardCore", "CBluetooth",
+            "NovaAdapter", "NovaSimulators", "SwitchyardTestSupport", "SwitchyardConfig", "SwitchyardCore", "CBluetooth",
         ], swiftSettings: strict),
         .testTarget(name: "HATests", dependencies: [
-            "HomeAssistantMirror", "SwitchyardConfig", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardCore",
+            "HomeAssistantMirror", "HomeAssistantSimulators", "SwitchyardConfig", "SwitchyardTestSupport", "SwitchyardCore",
         ], swiftSettings: strict),
         .testTarget(name: "LivecodingTests", dependencies: [
-            "LivecodingAdapter", "SwitchyardConfig", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardHTTP",
+            "LivecodingAdapter", "LivecodingSimulators", "SwitchyardConfig", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardHTTP",
         ], swiftSettings: strict),
         .testTarget(name: "LIFXTests", dependencies: [
-            "LIFXAdapter", "SwitchyardSimulators", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardMQTT",
+            "LIFXAdapter", "LIFXSimulators", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardMQTT",
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
         .testTarget(name: "SwitchyardIntegrationTests", dependencies: [
             "SwitchyardTestSupport", "SwitchyardRuntime", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig",
+            "LIFXSimulators", "ImpSimulators", "LivecodingSimulators", "HomeAssistantSimulators",
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
     ]

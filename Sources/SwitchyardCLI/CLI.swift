@@ -26,10 +26,11 @@ public struct LogOptions: ParsableArguments {
     }
 }
 
-/// The config, or every problem on standard error and exit status 2 with nothing started.
-public func loadOrExit(_ path: String) -> SwitchyardConfig {
+/// The config, read with the registration list, or every problem on standard error and exit status 2
+/// with nothing started.
+public func loadOrExit(_ path: String, upstreams: [any Upstream] = upstreams) -> SwitchyardConfig {
     do {
-        return try SwitchyardConfig.load(path: path)
+        return try SwitchyardConfig.load(path: path, upstreams: upstreams)
     } catch {
         let n = error.problems.count
         Console.err(error.problems.map(\.description).joined(separator: "\n") + "\n"

@@ -1,9 +1,9 @@
 import CYAML
 
 /// A position in a YAML file, 1-based like an editor's.
-struct YAMLMark: Sendable, Equatable {
-    var line: Int
-    var column: Int
+public struct YAMLMark: Sendable, Equatable {
+    public var line: Int
+    public var column: Int
 }
 
 struct YAMLScalar: Sendable {

@@ -50,50 +50,69 @@ extension Adapter {
     public func request(path: String, payload: JSONValue, context: AdapterContext) async throws -> JSONValue? { nil }
 }
 
-/// The adapter's only way out: every call goes to the core, which owns topics and publishing.
+/// A message a mirror adapter publishes under `<base>/<adapter>/`.
+public struct MirrorMessage: Sendable, Equatable {
+    /// Relative to `<base>/<adapter>/`, e.g. `light/kitchen/state`.
+    public var relative: String
+    public var payload: [UInt8]
+    public var retain: Bool
+    public init(_ relative: String, _ payload: [UInt8], retain: Bool) {
+        self.relative = relative
+        self.payload = payload
+        self.retain = retain
+    }
+}
+
+/// The adapter's only way out: every call goes to the core, which owns topics and publishing. A
+/// context belongs to one run of one adapter: once the engine has stopped (or replaced) that adapter,
+/// its calls change nothing.
 public struct AdapterContext: Sendable {
     let engine: BridgeEngine
     public let adapterID: String
+    let generation: UInt64
 
     /// A complete listing. `authoritative` listings (from config) remove missing devices at once;
     /// upstream listings remove a device only after it is absent from 3 consecutive listings.
     /// `available` gives new devices their first availability (default online), so a device listed as
     /// unreachable never flashes `online`.
     public func setDevices(_ devices: [DeviceDescriptor], authoritative: Bool, available: [String: Bool] = [:]) async {
-        await engine.setDevices(adapterID, devices, authoritative: authoritative, available: available)
+        await engine.setDevices(adapterID, generation, devices, authoritative: authoritative, available: available)
     }
     /// Merges fields into the device's state and publishes the full state if a rounded value changed.
     public func update(_ deviceID: String, _ fields: [String: JSONValue]) async {
-        await engine.update(adapterID, deviceID, fields)
+        await engine.update(adapterID, generation, deviceID, fields)
     }
     public func setAvailable(_ deviceID: String, _ available: Bool) async {
-        await engine.setAvailable(adapterID, deviceID, available)
+        await engine.setAvailable(adapterID, generation, deviceID, available)
     }
     public func setStatus(_ status: AdapterStatus) async {
-        await engine.setStatus(adapterID, status)
+        await engine.setStatus(adapterID, generation, status)
     }
     /// Counts an upstream request for bridge/health (`error` nil on success).
     public func recordRequest(error: String?) async {
-        await engine.recordRequest(adapterID, error: error)
+        await engine.recordRequest(adapterID, generation, error: error)
     }
-    /// A warning or error a user should see on bridge/log.
+    /// A warning or error a user should see on bridge/log (and in the process log, with the adapter and
+    /// device as metadata).
     public func log(_ level: BridgeLogLevel, _ message: String, deviceID: String? = nil) async {
-        await engine.adapterLog(adapterID, level, message, deviceID: deviceID)
+        await engine.adapterLog(adapterID, generation, level, message, deviceID: deviceID)
     }
-    /// Mirror adapters: publishes `<base>/<adapter>/<relative>` (QoS 1). An empty retained payload clears.
-    public func publish(_ relative: String, _ payload: [UInt8], retain: Bool) async {
-        await engine.mirrorPublish(adapterID, relative, payload, retain: retain)
+    /// Mirror adapters: publishes each message under `<base>/<adapter>/` (QoS 1), in order, in one call.
+    /// An empty retained payload clears.
+    public func publish(_ messages: [MirrorMessage]) async {
+        await engine.mirrorPublish(adapterID, generation, messages)
     }
     /// Mirror adapters: `<base>/<adapter>/availability`, set `offline` by the core on clean shutdown.
     public func setMirrorAvailable(_ available: Bool) async {
-        await engine.setMirrorAvailable(adapterID, available)
+        await engine.setMirrorAvailable(adapterID, generation, available)
     }
     /// Adapter figures merged into this adapter's entry in bridge/health (rate budget, queue depth).
     public func setMetrics(_ metrics: [String: JSONValue]) async {
-        await engine.setMetrics(adapterID, metrics)
+        await engine.setMetrics(adapterID, generation, metrics)
     }
+    /// A `bridge/event` message (`{"type", "data"}`), not retained.
     public func event(_ type: String, _ data: [String: JSONValue]) async {
-        await engine.publishEvent(type, data)
+        await engine.adapterEvent(adapterID, generation, type, data)
     }
     /// The device's current state as last reported or commanded.
     public func state(of deviceID: String) async -> [String: JSONValue]? {

@@ -17,6 +17,20 @@ public enum OSThread {
         }
     }
 
+    /// The calling thread's kernel id (its directory under /proc/self/task), 0 where /proc is missing.
+    /// Read from the /proc/thread-self link: Swift's Glibc module does not import gettid(2).
+    public static func currentID() -> Int32 {
+        #if os(Linux)
+        var buf = [CChar](repeating: 0, count: 64)
+        let n = readlink("/proc/thread-self", &buf, buf.count - 1)
+        guard n > 0 else { return 0 }
+        let path = String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return path.split(separator: "/").last.flatMap { Int32($0) } ?? 0
+        #else
+        return 0
+        #endif
+    }
+
     /// Starts `body` on a new detached thread named `name` (the kernel shows the first 15 bytes).
     public static func start(_ name: String, _ body: @escaping @Sendable () -> Void) {
         let start = Unmanaged.passRetained(Start(name: name, body: body)).toOpaque()

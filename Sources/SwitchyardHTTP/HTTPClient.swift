@@ -49,6 +49,9 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible, Equatable {
 /// every curl call (so nothing blocks the cooperative pool); requests are handed over through a mutex
 /// and `curl_multi_wakeup`. The multi handle keeps a connection cache, so requests to the same host
 /// reuse connections. TLS peers and host names are verified unless `verifyTLS` is false.
+///
+/// A client exists only inside `HTTPClient.withClient { … }`: its thread starts there and has ended
+/// (its connections closed) when that returns, so an adapter's client lives exactly as long as its run.
 public final class HTTPClient: Sendable {
     public struct Options: Sendable {
         public var userAgent: String
@@ -79,24 +82,47 @@ public final class HTTPClient: Sendable {
     nonisolated(unsafe) let multi: UnsafeMutableRawPointer?   // nil without libcurl
     /// Why there is no libcurl (it is loaded on first use, see ccurl.h); every request fails with it.
     let unavailable: String?
+    /// Signalled by the transfer thread as its last act.
+    let threadEnded = Latch()
+    let thread = Atomic<Int32>(0)
+    /// The transfer thread's kernel id (0 before it runs; tests check it has ended).
+    package var threadID: Int32 { thread.load(ordering: .relaxed) }
 
-    public init(options: Options = Options()) {
+    private init(options: Options) {
         self.options = options
         if let why = ccurl_load() {
             unavailable = String(cString: why)
             multi = nil
-            return
+        } else {
+            unavailable = nil
+            multi = ccurl_multi_init()
+            ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 8)
         }
-        unavailable = nil
-        multi = ccurl_multi_init()
-        ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 8)
-        OSThread.start("http-curl") { [self] in CurlLoop(client: self).run() }
     }
 
-    /// Stops the transfer thread; pending requests fail.
-    public func shutdown() {
+    /// Runs `body` with a client whose transfer thread starts now and has stopped, every connection
+    /// closed and every pending request failed, when this returns.
+    public static func withClient<R>(options: Options = Options(), isolation: isolated (any Actor)? = #isolation,
+                                     _ body: (HTTPClient) async throws -> R) async throws -> R {
+        let client = HTTPClient(options: options)
+        client.startThread()
+        return try await withTeardown { try await body(client) } teardown: { await client.close() }
+    }
+
+    func startThread() {
+        guard multi != nil else { threadEnded.signal(); return }
+        OSThread.start("http-curl") { [self] in
+            thread.store(OSThread.currentID(), ordering: .relaxed)
+            CurlLoop(client: self).run()
+            threadEnded.signal()
+        }
+    }
+
+    /// Stops the transfer thread (pending requests fail) and waits until it has ended.
+    func close() async {
         shared.withLock { $0.stopping = true }
         if multi != nil { ccurl_multi_wakeup(multi) }
+        await threadEnded.waitUncancellable()
     }
 
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {

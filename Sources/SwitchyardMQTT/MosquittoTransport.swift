@@ -35,7 +35,7 @@ public final class MosquittoTransport: MQTTTransport {
         var subscriptionsChanged = false
         var stats = TransportStats()
         var stopRequested = false
-        var drainDeadline: Date?
+        var drainDeadline: MonotonicInstant?
         var stopped: CheckedContinuation<Void, Never>?
         var finished = false
     }
@@ -45,10 +45,12 @@ public final class MosquittoTransport: MQTTTransport {
     let settings: MQTTSettings
     let logger: Logger
     let shared: Mutex<Shared>
-    /// A non-blocking pipe: other threads write a byte to wake the network thread's poll.
-    let wakeFD: Int32
-    let wakeWriteFD: Int32
+    /// A non-blocking pipe, opened by `start`: other threads write a byte to wake the network thread's
+    /// poll. Closed with the transport, when nothing can write to it any more.
+    let wakeFDs = Mutex<(read: Int32, write: Int32)>((-1, -1))
+    let wakeWriteFD = Atomic<Int32>(-1)
     private let started = Atomic<Bool>(false)
+    let clock = SystemClock()
 
     public init(settings: MQTTSettings, logger: Logger) {
         _ = MosquittoLibrary.initialised
@@ -56,25 +58,28 @@ public final class MosquittoTransport: MQTTTransport {
         self.logger = logger
         self.shared = Mutex(Shared(outbox: Outbox(maxEvents: settings.maxEvents)))
         (events, continuation) = AsyncStream.makeStream(of: TransportEvent.self, bufferingPolicy: .bufferingOldest(settings.maxInbound))
+    }
+
+    deinit {
+        let fds = wakeFDs.withLock { $0 }
+        if fds.read >= 0 { close(fds.read) }
+        if fds.write >= 0 { close(fds.write) }
+    }
+
+    var wakeFD: Int32 { wakeFDs.withLock { $0.read } }
+
+    /// Starts the network thread. Connecting, reconnecting and republishing happen there, forever,
+    /// until `stop`.
+    public func start() {
+        guard started.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged else { return }
         var fds: [Int32] = [-1, -1]
         _ = pipe(&fds)
         for fd in fds {
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         }
-        wakeFD = fds[0]
-        wakeWriteFD = fds[1]
-    }
-
-    deinit {
-        close(wakeFD)
-        close(wakeWriteFD)
-    }
-
-    /// Starts the network thread. Connecting, reconnecting and republishing happen there, forever,
-    /// until `stop`.
-    public func start() {
-        guard started.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged else { return }
+        wakeFDs.withLock { $0 = (fds[0], fds[1]) }
+        wakeWriteFD.store(fds[1], ordering: .releasing)
         OSThread.start("mqtt-network") { [self] in
             let loop = NetworkLoop(transport: self)
             loop.run()
@@ -118,7 +123,7 @@ public final class MosquittoTransport: MQTTTransport {
             let resumeNow = shared.withLock { s -> Bool in
                 if s.finished { return true }
                 s.stopRequested = true
-                s.drainDeadline = Date().addingTimeInterval(timeout)
+                s.drainDeadline = clock.now().adding(seconds: timeout)
                 s.stopped = c
                 return false
             }
@@ -130,7 +135,8 @@ public final class MosquittoTransport: MQTTTransport {
 
     func wake() {
         var one: UInt8 = 1
-        _ = write(wakeWriteFD, &one, 1)   // EAGAIN when the pipe is full: the thread is awake anyway
+        let fd = wakeWriteFD.load(ordering: .acquiring)
+        if fd >= 0 { _ = write(fd, &one, 1) }   // EAGAIN when the pipe is full: the thread is awake anyway
     }
 }
 
@@ -148,9 +154,16 @@ final class NetworkLoop {
     var earlyAcks: Set<Int32> = []
     var subscribed: [String] = []
     var attempt = 0
-    var lastGoodConnection = Date()
+    var lastGoodConnection: MonotonicInstant
+    let wakeFD: Int32
 
-    init(transport: MosquittoTransport) { self.transport = transport }
+    init(transport: MosquittoTransport) {
+        self.transport = transport
+        lastGoodConnection = transport.clock.now()
+        wakeFD = transport.wakeFD
+    }
+
+    func now() -> MonotonicInstant { transport.clock.now() }
 
     func run() {
         while !stopRequested() {
@@ -165,12 +178,12 @@ final class NetworkLoop {
             }
             if connected { markDisconnected(reason: "connection lost") }
             if stopRequested() { break }
-            if Date().timeIntervalSince(lastGoodConnection) > settings.stuckAfter {
+            if (now() - lastGoodConnection).seconds > settings.stuckAfter {
                 logger.warning("no broker connection for a long time: recreating the MQTT client",
-                               metadata: ["seconds": "\(Int(Date().timeIntervalSince(lastGoodConnection)))"])
+                               metadata: ["seconds": "\(Int((now() - lastGoodConnection).seconds))"])
                 destroyClient()
                 transport.shared.withLock { $0.stats.clientRecreations += 1 }
-                lastGoodConnection = Date()
+                lastGoodConnection = now()
             }
             let delay = settings.backoff(attempt: attempt)
             attempt += 1
@@ -262,8 +275,8 @@ final class NetworkLoop {
     // MARK: serving one connection
 
     func serve(_ m: OpaquePointer) {
-        let started = Date()
-        var fds = [pollfd(fd: 0, events: 0, revents: 0), pollfd(fd: transport.wakeFD, events: Int16(POLLIN), revents: 0)]
+        let started = now()
+        var fds = [pollfd(fd: 0, events: 0, revents: 0), pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
         while true {
             let sock = mosquitto_socket(m)
             if sock < 0 { return }
@@ -291,7 +304,7 @@ final class NetworkLoop {
                 return
             }
             if connackReceived && !connected { didConnect(m) }
-            if !connected && Date().timeIntervalSince(started) > settings.connectTimeout {
+            if !connected && (now() - started).seconds > settings.connectTimeout {
                 logger.warning("no CONNACK from broker in time", metadata: ["seconds": "\(settings.connectTimeout)"])
                 mosquitto_disconnect(m)
                 return
@@ -302,7 +315,7 @@ final class NetworkLoop {
                 let (stop, deadline) = transport.shared.withLock { ($0.stopRequested, $0.drainDeadline) }
                 if stop {
                     let drained = transport.shared.withLock { $0.outbox.pending == 0 }
-                    if drained || Date() > (deadline ?? Date()) { return }
+                    if drained || now() > (deadline ?? now()) { return }
                 }
             } else if stopRequested() {
                 return
@@ -317,7 +330,7 @@ final class NetworkLoop {
     func didConnect(_ m: OpaquePointer) {
         connected = true
         attempt = 0
-        lastGoodConnection = Date()
+        lastGoodConnection = now()
         subscribed = []
         transport.shared.withLock { s in
             s.subscriptionsChanged = true
@@ -431,11 +444,11 @@ final class NetworkLoop {
     // MARK: helpers
 
     func sleep(seconds: Double) {
-        let deadline = Date().addingTimeInterval(seconds)
+        let deadline = now().adding(seconds: seconds)
         while !stopRequested() {
-            let left = deadline.timeIntervalSinceNow
+            let left = (deadline - now()).seconds
             if left <= 0 { return }
-            var fd = pollfd(fd: transport.wakeFD, events: Int16(POLLIN), revents: 0)
+            var fd = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
             _ = poll(&fd, 1, Int32(min(left, 0.5) * 1000))
             if fd.revents & Int16(POLLIN) != 0 {
                 drainWake()
@@ -445,7 +458,7 @@ final class NetworkLoop {
 
     func drainWake() {
         var buf = [UInt8](repeating: 0, count: 256)
-        while read(transport.wakeFD, &buf, 256) > 0 {}
+        while read(wakeFD, &buf, 256) > 0 {}
     }
 
     static func describe(_ rc: Int32) -> String {

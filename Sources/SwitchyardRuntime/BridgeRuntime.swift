@@ -13,12 +13,6 @@ import SwitchyardConfig
 import SwitchyardCore
 import SwitchyardMQTT
 import UnixSignals
-import HomeAssistantMirror
-import ImpAdapter
-import LIFXAdapter
-import LivecodingAdapter
-import NovaAdapter
-import VirtualAdapter
 
 public let switchyardVersion = "0.1.0"
 
@@ -43,22 +37,6 @@ public enum BridgeRuntime {
             maxPayload: c.mqtt.maxPayload, healthInterval: c.healthInterval)
     }
 
-    /// One adapter per configured upstream section. Each adapter issue adds its line here.
-    /// `novaRadio`: the demo's simulated radio instead of the configured kernel adapter.
-    public static func adapters(_ c: SwitchyardConfig, novaRadio: (any NovaRadio)? = nil) -> [any Adapter] {
-        var out: [any Adapter] = []
-        if let v = c.virtual {
-            out.append(VirtualAdapter(devices: v.devices.map { .init(name: $0.name, label: $0.label, type: $0.type) },
-                                      sensorInterval: v.sensorInterval))
-        }
-        if let l = c.lifx { out.append(LIFXAdapter(settings: l)) }
-        if let i = c.imp { out.append(ImpAdapter(settings: i)) }
-        if let l = c.livecoding { out.append(LivecodingAdapter(settings: l)) }
-        if let h = c.ha { out.append(HAMirror(settings: h)) }
-        if let n = c.nova { out.append(NovaAdapter(settings: n, radio: novaRadio ?? HCIRadio(adapter: n.adapter))) }
-        return out
-    }
-
     public static func info(_ c: SwitchyardConfig, restartRequired: [String] = []) -> JSONValue {
         [
             "broker": .string(c.brokerURL),
@@ -69,9 +47,10 @@ public enum BridgeRuntime {
         ]
     }
 
-    /// Runs the bridge until SIGTERM/SIGINT. `configPath` enables `config/reload` and SIGHUP.
-    public static func run(config: SwitchyardConfig, configPath: String?, logger: Logger,
-                           extraServices: [any Service] = [], novaRadio: (any NovaRadio)? = nil) async throws {
+    /// Runs the bridge until SIGTERM/SIGINT. `configPath` enables `config/reload` and SIGHUP, which
+    /// re-read the file with the same `upstreams` (the registration list the config was read with).
+    public static func run(config: SwitchyardConfig, configPath: String?, upstreams: [any Upstream], logger: Logger,
+                           extraServices: [any Service] = []) async throws {
         let transport = MosquittoTransport(settings: mqttSettings(config), logger: Logger(label: "switchyard.mqtt"))
         let engine = BridgeEngine(settings: engineSettings(config), transport: transport, logger: Logger(label: "switchyard.core"))
         let current = ConfigBox(config)
@@ -79,11 +58,12 @@ public enum BridgeRuntime {
         await engine.setInfo(info(config))
         if let configPath {
             await engine.setReloader {
-                try await reload(path: configPath, current: current, engine: engine, logger: logger, notifier: notifier)
+                try await reload(path: configPath, upstreams: upstreams, current: current, engine: engine, logger: logger,
+                                 notifier: notifier)
             }
         }
         var services: [any Service] = [TransportService(transport: transport),
-                                       EngineService(engine: engine, adapters: adapters(config, novaRadio: novaRadio), notifier: notifier)]
+                                       EngineService(engine: engine, adapters: config.upstreams.map { $0.makeAdapter() }, notifier: notifier)]
         if configPath != nil { services.append(ReloadOnHangupService(engine: engine)) }
         if let interval = SystemdNotifier.watchdogInterval(), notifier.enabled {
             services.append(WatchdogService(engine: engine, notifier: notifier, interval: interval))
@@ -96,13 +76,13 @@ public enum BridgeRuntime {
         try await group.run()
     }
 
-    static func reload(path: String, current: ConfigBox, engine: BridgeEngine, logger: Logger,
+    static func reload(path: String, upstreams: [any Upstream], current: ConfigBox, engine: BridgeEngine, logger: Logger,
                        notifier: SystemdNotifier) async throws -> JSONValue {
         notifier.notify("RELOADING=1")
         defer { notifier.notify("READY=1") }
         let new: SwitchyardConfig
         do {
-            new = try SwitchyardConfig.load(path: path)
+            new = try SwitchyardConfig.load(path: path, upstreams: upstreams)
         } catch {
             throw AdapterError("config/reload: the new config is invalid, the old one keeps running: "
                 + error.problems.map(\.description).joined(separator: "; "))
@@ -113,21 +93,26 @@ public enum BridgeRuntime {
         if new.homeassistant != old.homeassistant { restart.append("homeassistant") }
         if new.stateDir != old.stateDir { restart.append("state_dir") }
         if new.log.format != old.log.format { restart.append("log.format") }
-        if let level = Logger.Level(rawValue: new.log.level) { SwitchyardLogHandler.sharedLevel.withLock { $0 = level } }
+        if let level = Logger.Level(rawValue: new.log.level) { SwitchyardLogHandler.setProcessLevel(level) }
         await engine.updateHealthInterval(new.healthInterval)
-        var changedAdapters: Set<String> = []
-        if new.virtual != old.virtual { changedAdapters.insert("virtual") }
-        if new.lifx != old.lifx { changedAdapters.insert("lifx") }
-        if new.imp != old.imp { changedAdapters.insert("imp") }
-        if new.livecoding != old.livecoding { changedAdapters.insert("livecoding") }
-        if new.ha != old.ha { changedAdapters.insert("ha") }
-        if new.nova != old.nova { changedAdapters.insert("nova") }
-        await engine.replaceAdapters(adapters(new), restart: changedAdapters)
+        // Only what starts is built: an unchanged section keeps its running adapter, untouched.
+        var start: [any Adapter] = []
+        var restarted: [String] = []
+        for u in new.upstreams {
+            guard let before = old.upstream(u.key) else { start.append(u.makeAdapter()); continue }
+            if u.needsRestart(from: before) {
+                start.append(u.makeAdapter())
+                restarted.append(u.key)
+            }
+        }
+        let removed = Set(old.upstreams.map(\.key)).subtracting(new.upstreams.map(\.key))
+        await engine.replaceAdapters(start: start, remove: removed)
         current.value.withLock { $0 = new }
         await engine.setInfo(info(new, restartRequired: restart))
-        logger.info("config reloaded", metadata: ["restart_required": "\(restart)", "adapters_restarted": "\(changedAdapters.sorted())"])
+        logger.info("config reloaded", metadata: ["restart_required": "\(restart)", "adapters_restarted": "\(restarted)"])
         return ["reloaded": true, "restart_required": .array(restart.map(JSONValue.string)),
-                "adapters_restarted": .array(changedAdapters.sorted().map(JSONValue.string))]
+                "adapters_restarted": .array(restarted.map(JSONValue.string)),
+                "adapters_removed": .array(removed.sorted().map(JSONValue.string))]
     }
 }
 
@@ -142,17 +127,16 @@ struct TransportService: Service {
     }
 }
 
-/// The core and its adapters. On graceful shutdown: adapters stop, every device goes `offline`.
+/// The core and its adapters, as the engine's children. On graceful shutdown the engine is cancelled:
+/// its adapters stop (each `run` returns, releasing what it opened), then every device goes `offline`.
 struct EngineService: Service {
     let engine: BridgeEngine
     let adapters: [any Adapter]
     let notifier: SystemdNotifier
     func run() async throws {
-        await engine.start(adapters: adapters)
         notifier.notify("READY=1")
-        await cancelWhenGracefulShutdown { await engine.run() }
+        await cancelWhenGracefulShutdown { await engine.run(adapters: adapters) }
         notifier.notify("STOPPING=1")
-        await engine.shutdown()
     }
 }
 

@@ -10,20 +10,26 @@ import Logging
 import Synchronization
 import SwitchyardCore
 
-/// The process log: one line per entry on stderr, text or JSON, with a level that a config reload
-/// can change. Messages are constant strings; data travels as metadata (never a secret).
+/// The process log: one line per entry on stderr, text or JSON, with one level for the whole process
+/// that only the CLI and a config reload set (`setProcessLevel`). Messages are constant strings; data
+/// travels as metadata (never a secret).
 public struct SwitchyardLogHandler: LogHandler {
     public enum Format: String, Sendable { case text, json }
 
     /// The level every handler reads, so that `config/reload` can change it at run time.
-    public static let sharedLevel = Mutex<Logger.Level>(.info)
+    static let processLevel = Mutex<Logger.Level>(.info)
+
+    public static func setProcessLevel(_ level: Logger.Level) { processLevel.withLock { $0 = level } }
 
     let label: String
     let format: Format
     public var metadata: Logger.Metadata = [:]
+    /// A level set on one logger stays with that logger (swift-log's contract): a component (a library
+    /// that quiets its own logger) can never change what the rest of the process logs.
+    var ownLevel: Logger.Level?
     public var logLevel: Logger.Level {
-        get { Self.sharedLevel.withLock { $0 } }
-        set { Self.sharedLevel.withLock { $0 = newValue } }
+        get { ownLevel ?? Self.processLevel.withLock { $0 } }
+        set { ownLevel = newValue }
     }
 
     public init(label: String, format: Format) {
@@ -58,7 +64,7 @@ public struct SwitchyardLogHandler: LogHandler {
 
     /// Installs the handler once for the whole process.
     public static func bootstrap(format: Format, level: Logger.Level) {
-        sharedLevel.withLock { $0 = level }
+        setProcessLevel(level)
         LoggingSystem.bootstrap { label in SwitchyardLogHandler(label: label, format: format) }
     }
 }

@@ -1,11 +1,12 @@
 import ArgumentParser
 import Foundation
-import HomeAssistantMirror
-import LIFXAdapter
+import HomeAssistantSimulators
+import LIFXSimulators
 import Logging
+import SwitchyardCLI
+import SwitchyardConfig
 import SwitchyardCore
 import SwitchyardMQTT
-import SwitchyardSimulators
 import SwitchyardTestSupport
 
 /// Devices whose state the benchmark drives directly through the core.
@@ -129,16 +130,26 @@ struct SwitchyardBench: AsyncParsableCommand {
         return Double(count) / sub.lastAt.timeIntervalSince(start)
     }
 
-    func makeBridge(port: Int, base: String, adapter: any Adapter) async -> (MosquittoTransport, BridgeEngine, Task<Void, Never>) {
-        var logger = Logger(label: "bench")
-        logger.logLevel = .error
-        let transport = MosquittoTransport(settings: MQTTSettings(port: port, clientID: "bench-\(base)", stateTopic: "\(base)/bridge/state",
-                                                                  maxEvents: 100_000), logger: logger)
-        let engine = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: base), discovery: false, version: "bench",
-                                                           healthInterval: 3600), transport: transport, logger: logger)
-        transport.start()
-        await engine.start(adapters: [adapter])
-        return (transport, engine, Task { await engine.run() })
+    /// The bridge in-process over the benchmark's broker (the tests' helper: real transport and engine).
+    func withBridge<R: Sendable>(port: Int, base: String, adapter: any Adapter, _ body: (InProcessBridge) async throws -> R) async throws -> R {
+        var options = InProcessBridge.Options()
+        options.clientID = "bench-\(base)"
+        options.discovery = false
+        options.maxEvents = 100_000
+        options.minDelay = 1
+        options.maxDelay = 30
+        return try await InProcessBridge.with(port: port, base: base, adapters: [adapter], options: options, body)
+    }
+
+    /// An upstream's adapter built as the daemon builds it: its YAML section read through the registration list.
+    func adapter(_ yaml: String) throws -> any Adapter {
+        do {
+            let c = try SwitchyardConfig.parse(yaml: yaml, file: "(bench)", upstreams: upstreams)
+            guard let u = c.upstreams.first else { throw BenchError("no upstream section in \(yaml)") }
+            return u.makeAdapter()
+        } catch let e as ConfigErrors {
+            throw BenchError("bench config: \(e.description)")
+        }
     }
 
     func bridgePublishRate(port: Int, delivered: inout Int) async throws -> Double {
@@ -146,48 +157,47 @@ struct SwitchyardBench: AsyncParsableCommand {
         let adapter = BenchAdapter(count: devices)
         let sub = try await CountingSubscriber(port: port, filters: ["\(base)/bench/+"], trackTopics: true)
         defer { sub.close() }
-        let (transport, engine, task) = await makeBridge(port: port, base: base, adapter: adapter)
-        guard await sub.waitForTopics(devices, timeout: 60) else { throw BenchError("publish: initial states missing") }
-        let before = sub.count
-        var final: [String: String] = [:]
-        let start = Date()
-        for i in 0..<messages {
-            let value = 1 + (i / devices) % 99
-            await adapter.push(i, brightness: value)
-            final["\(base)/bench/d\(i % devices)"] = "\"brightness\":\(value),"
+        let (messages, devices) = (self.messages, self.devices)
+        let (rate, count) = try await withBridge(port: port, base: base, adapter: adapter) { _ in
+            guard await sub.waitForTopics(devices, timeout: 60) else { throw BenchError("publish: initial states missing") }
+            let before = sub.count
+            var final: [String: String] = [:]
+            let start = Date()
+            for i in 0..<messages {
+                let value = 1 + (i / devices) % 99
+                await adapter.push(i, brightness: value)
+                final["\(base)/bench/d\(i % devices)"] = "\"brightness\":\(value),"
+            }
+            // The retained outbox keeps only the latest value per topic, so a burst may deliver fewer
+            // messages than updates; the figure is updates per second until every final value arrived.
+            guard await sub.waitForFinal(final, timeout: 120) else { throw BenchError("publish: final states did not all arrive") }
+            return (Double(messages) / Date().timeIntervalSince(start), sub.count - before)
         }
-        // The retained outbox keeps only the latest value per topic, so a burst may deliver fewer
-        // messages than updates; the figure is updates per second until every final value arrived.
-        guard await sub.waitForFinal(final, timeout: 120) else { throw BenchError("publish: final states did not all arrive") }
-        let rate = Double(messages) / Date().timeIntervalSince(start)
-        delivered = sub.count - before
-        task.cancel()
-        await engine.shutdown()
-        await transport.stop(timeout: 2)
+        delivered = count
         return rate
     }
 
     func commandLatency(port: Int) async throws -> (Double, Double, Double) {
         let base = "lat\(UUID().uuidString.prefix(4).lowercased())"
         let adapter = BenchAdapter(count: 1)
-        let (transport, engine, task) = await makeBridge(port: port, base: base, adapter: adapter)
-        let sub = try await CountingSubscriber(port: port, filters: ["\(base)/bench/d0"])
-        defer { sub.close() }
-        let pub = try await MQTTProbe.connect(port: port)
-        defer { pub.close() }
-        var samples: [Double] = []
-        for i in 0..<commands {
-            let value = 1 + i % 99
-            let waiter = await sub.expect(topic: "\(base)/bench/d0", containing: "\"brightness\":\(value),", timeout: 5)
-            let t0 = DispatchTime.now().uptimeNanoseconds
-            pub.publish("\(base)/bench/d0/set", #"{"brightness": \#(value)}"#)
-            guard await waiter.value else { throw BenchError("command \(i) got no state") }
-            samples.append(Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e6)
-            try await Task.sleep(for: .milliseconds(1))   // spaced out: no coalescing
+        let commands = self.commands
+        var samples = try await withBridge(port: port, base: base, adapter: adapter) { _ in
+            let sub = try await CountingSubscriber(port: port, filters: ["\(base)/bench/d0"])
+            defer { sub.close() }
+            let pub = try await MQTTProbe.connect(port: port)
+            defer { pub.close() }
+            var samples: [Double] = []
+            for i in 0..<commands {
+                let value = 1 + i % 99
+                let waiter = await sub.expect(topic: "\(base)/bench/d0", containing: "\"brightness\":\(value),", timeout: 5)
+                let t0 = DispatchTime.now().uptimeNanoseconds
+                pub.publish("\(base)/bench/d0/set", #"{"brightness": \#(value)}"#)
+                guard await waiter.value else { throw BenchError("command \(i) got no state") }
+                samples.append(Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e6)
+                try await Task.sleep(for: .milliseconds(1))   // spaced out: no coalescing
+            }
+            return samples
         }
-        task.cancel()
-        await engine.shutdown()
-        await transport.stop(timeout: 2)
         samples.sort()
         func pct(_ p: Double) -> Double { samples[min(samples.count - 1, Int(Double(samples.count) * p))] }
         return (pct(0.5), pct(0.99), samples.last ?? 0)
@@ -195,20 +205,21 @@ struct SwitchyardBench: AsyncParsableCommand {
 
     /// The real `switchyard` process with `devices` virtual lights: start-up time and memory.
     func processFigures(port: Int, startup: Bool, memory: Bool) async throws -> [Figure] {
+        // The memory figure also carries the HA mirror with `haEntities` entities, changing under churn.
+        guard memory else { return try await processFigures(port: port, startup: startup, ha: nil) }
+        let entities = (0..<haEntities).map { HomeAssistantSimulator.Entity("sensor.s\($0)", "0", ["friendly_name": .string("S \($0)"), "unit_of_measurement": "W"]) }
+        let sim = try await HomeAssistantSimulator.start(token: "bench", entities: entities)
+        return try await withTeardown { try await processFigures(port: port, startup: startup, ha: sim) } teardown: { await sim.stop() }
+    }
+
+    func processFigures(port: Int, startup: Bool, ha: HomeAssistantSimulator?) async throws -> [Figure] {
+        let memory = ha != nil
         guard let bin = TestEnvironment.switchyardBinary() else { throw BenchError("switchyard executable not found next to switchyard-bench") }
         let base = "proc\(UUID().uuidString.prefix(4).lowercased())"
         let dir = TestEnvironment.makeTempDir("bench")
         var yaml = "log: {level: error}\nmqtt:\n  url: mqtt://127.0.0.1:\(port)\n  base_topic: \(base)\nhomeassistant: {discovery: true}\nvirtual:\n  devices:\n"
         for i in 0..<devices { yaml += "    - {name: l\(i), type: light}\n" }
-        // The memory figure also carries the HA mirror with `haEntities` entities, changing under churn.
-        var ha: HomeAssistantSimulator?
-        if memory {
-            let entities = (0..<haEntities).map { HomeAssistantSimulator.Entity("sensor.s\($0)", "0", ["friendly_name": .string("S \($0)"), "unit_of_measurement": "W"]) }
-            let sim = try await HomeAssistantSimulator.start(token: "bench", entities: entities)
-            ha = sim
-            yaml += "ha: {url: \"\(sim.url)\", token: bench}\n"
-        }
-        defer { if let ha { Task { await ha.stop() } } }
+        if let ha { yaml += "ha: {url: \"\(ha.url)\", token: bench}\n" }
         let config = dir.appendingPathComponent("config.yaml").path
         try yaml.write(toFile: config, atomically: true, encoding: .utf8)
         let sub = try await CountingSubscriber(port: port, filters: ["\(base)/virtual/+"], trackTopics: true)
@@ -265,18 +276,17 @@ struct SwitchyardBench: AsyncParsableCommand {
     }
 
     /// The LIFX adapter with a simulated cloud (loopback HTTP) in-process, over the benchmark's broker.
-    func makeLIFXBridge(port: Int, base: String, lights: [LIFXCloudSimulator.Light], minInterval: Double,
-                        rateLimit: Int) async throws -> (LIFXCloudSimulator, MosquittoTransport, BridgeEngine, Task<Void, Never>) {
+    func withLIFXBridge<R: Sendable>(port: Int, base: String, lights: [LIFXCloudSimulator.Light], minInterval: Double?, rateLimit: Int,
+                                     _ body: (LIFXCloudSimulator) async throws -> R) async throws -> R {
         let token = "bench-token"
         let sim = try await LIFXCloudSimulator.start(token: token, lights: lights)
         sim.setRateLimit(rateLimit, window: 60)
-        var settings = LIFXSettings()
-        settings.token = token
-        settings.apiURL = sim.apiURL
-        settings.pollInterval = 3600
-        settings.minInterval = minInterval
-        let (transport, engine, task) = await makeBridge(port: port, base: base, adapter: LIFXAdapter(settings: settings))
-        return (sim, transport, engine, task)
+        let lifx = try adapter("lifx: {token: \(token), api_url: \"\(sim.apiURL)\", poll_interval: 3600\(minInterval.map { ", min_interval: \($0)" } ?? "")}")
+        return try await withTeardown {
+            try await withBridge(port: port, base: base, adapter: lifx) { _ in try await body(sim) }
+        } teardown: {
+            await sim.stop()
+        }
     }
 
     static func benchLights(_ n: Int) -> [LIFXCloudSimulator.Light] {
@@ -290,31 +300,30 @@ struct SwitchyardBench: AsyncParsableCommand {
     /// `min_interval: 0` and the simulator's budget raised so that the budget does not dominate.
     func lifxCommandLatency(port: Int) async throws -> (Double, Double, Double) {
         let base = "lfx\(UUID().uuidString.prefix(4).lowercased())"
-        let (sim, transport, engine, task) = try await makeLIFXBridge(port: port, base: base, lights: Self.benchLights(1), minInterval: 0,
-                                                                      rateLimit: 10_000_000)
-        let sub = try await CountingSubscriber(port: port, filters: ["\(base)/lifx/bench_0"])
-        defer { sub.close() }
-        guard await sub.waitForCount(1, timeout: 30) else { throw BenchError("lifx: the light was not listed") }
-        let pub = try await MQTTProbe.connect(port: port)
-        defer { pub.close() }
-        var samples: [Double] = []
-        for i in 0..<commands {
-            let before = sim.server.receivedCount
-            let t0 = DispatchTime.now().uptimeNanoseconds
-            pub.publish("\(base)/lifx/bench_0/set", #"{"brightness": \#(1 + i % 99)}"#)
-            let deadline = Date().addingTimeInterval(5)
-            while sim.server.receivedCount == before {
-                if Date() > deadline { throw BenchError("lifx command \(i) never reached the simulator") }
-                try await Task.sleep(for: .microseconds(100))
+        let commands = self.commands
+        var samples = try await withLIFXBridge(port: port, base: base, lights: Self.benchLights(1), minInterval: 0,
+                                               rateLimit: 10_000_000) { sim in
+            let sub = try await CountingSubscriber(port: port, filters: ["\(base)/lifx/bench_0"])
+            defer { sub.close() }
+            guard await sub.waitForCount(1, timeout: 30) else { throw BenchError("lifx: the light was not listed") }
+            let pub = try await MQTTProbe.connect(port: port)
+            defer { pub.close() }
+            var samples: [Double] = []
+            for i in 0..<commands {
+                let before = sim.server.receivedCount
+                let t0 = DispatchTime.now().uptimeNanoseconds
+                pub.publish("\(base)/lifx/bench_0/set", #"{"brightness": \#(1 + i % 99)}"#)
+                let deadline = Date().addingTimeInterval(5)
+                while sim.server.receivedCount == before {
+                    if Date() > deadline { throw BenchError("lifx command \(i) never reached the simulator") }
+                    try await Task.sleep(for: .microseconds(100))
+                }
+                let at = sim.server.received[before].at
+                samples.append(Double(at &- t0) / 1e6)
+                try await Task.sleep(for: .milliseconds(2))   // the answer is back; spaced out: no merging
             }
-            let at = sim.server.received[before].at
-            samples.append(Double(at &- t0) / 1e6)
-            try await Task.sleep(for: .milliseconds(2))   // the answer is back; spaced out: no merging
+            return samples
         }
-        task.cancel()
-        await engine.shutdown()
-        await transport.stop(timeout: 2)
-        await sim.stop()
         samples.sort()
         func pct(_ p: Double) -> Double { samples[min(samples.count - 1, Int(Double(samples.count) * p))] }
         return (pct(0.5), pct(0.99), samples.last ?? 0)
@@ -324,39 +333,35 @@ struct SwitchyardBench: AsyncParsableCommand {
     /// second on one light) and for 50 lights each given one command at once.
     func lifxBudget(port: Int) async throws -> (Int, Int) {
         let base = "lfb\(UUID().uuidString.prefix(4).lowercased())"
-        let defaults = LIFXSettings()
-        let (sim, transport, engine, task) = try await makeLIFXBridge(port: port, base: base, lights: Self.benchLights(50),
-                                                                      minInterval: defaults.minInterval, rateLimit: 120)
-        let sub = try await CountingSubscriber(port: port, filters: ["\(base)/lifx/+"], trackTopics: true)
-        defer { sub.close() }
-        guard await sub.waitForTopics(50, timeout: 30) else { throw BenchError("lifx-budget: lights not listed") }
-        let pub = try await MQTTProbe.connect(port: port)
-        defer { pub.close() }
-        func actions() -> Int { sim.requests.filter { $0.method != "GET" }.count }
-        func settle(_ check: () -> Bool) async throws {
-            let deadline = Date().addingTimeInterval(30)
-            while !check() {
-                if Date() > deadline { throw BenchError("lifx-budget: commands did not all reach the simulator") }
-                try await Task.sleep(for: .milliseconds(20))
+        // Default settings: min_interval as a user gets it.
+        return try await withLIFXBridge(port: port, base: base, lights: Self.benchLights(50), minInterval: nil, rateLimit: 120) { sim in
+            let sub = try await CountingSubscriber(port: port, filters: ["\(base)/lifx/+"], trackTopics: true)
+            defer { sub.close() }
+            guard await sub.waitForTopics(50, timeout: 30) else { throw BenchError("lifx-budget: lights not listed") }
+            let pub = try await MQTTProbe.connect(port: port)
+            defer { pub.close() }
+            func actions() -> Int { sim.requests.filter { $0.method != "GET" }.count }
+            func settle(_ check: () -> Bool) async throws {
+                let deadline = Date().addingTimeInterval(30)
+                while !check() {
+                    if Date() > deadline { throw BenchError("lifx-budget: commands did not all reach the simulator") }
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                try await Task.sleep(for: .seconds(1))   // anything still queued would have gone
             }
-            try await Task.sleep(for: .seconds(1))   // anything still queued would have gone
+            let start = Date()
+            for i in 1...50 {
+                let due = start.addingTimeInterval(Double(i - 1) * 0.9 / 49)
+                if due > Date() { try await Task.sleep(for: .seconds(due.timeIntervalSinceNow)) }
+                pub.publish("\(base)/lifx/bench_0/set", #"{"brightness": \#(i)}"#)
+            }
+            try await settle { sim.light("d073d5000000")?.brightness == LIFXCloudSimulator.Light.q(0.5) }
+            let slider = actions()
+            for i in 0..<50 { pub.publish("\(base)/lifx/bench_\(i)/set", "OFF") }
+            try await settle { sim.lights.allSatisfy { $0.power == "off" } }
+            let fanout = actions() - slider
+            return (slider, fanout)
         }
-        let start = Date()
-        for i in 1...50 {
-            let due = start.addingTimeInterval(Double(i - 1) * 0.9 / 49)
-            if due > Date() { try await Task.sleep(for: .seconds(due.timeIntervalSinceNow)) }
-            pub.publish("\(base)/lifx/bench_0/set", #"{"brightness": \#(i)}"#)
-        }
-        try await settle { sim.light("d073d5000000")?.brightness == LIFXCloudSimulator.Light.q(0.5) }
-        let slider = actions()
-        for i in 0..<50 { pub.publish("\(base)/lifx/bench_\(i)/set", "OFF") }
-        try await settle { sim.lights.allSatisfy { $0.power == "off" } }
-        let fanout = actions() - slider
-        task.cancel()
-        await engine.shutdown()
-        await transport.stop(timeout: 2)
-        await sim.stop()
-        return (slider, fanout)
     }
 
     /// State changes made inside the simulated Home Assistant (`subscribe_entities` diffs over a real
@@ -367,24 +372,20 @@ struct SwitchyardBench: AsyncParsableCommand {
         let sim = try await HomeAssistantSimulator.start(token: "bench", entities: entities)
         let sub = try await CountingSubscriber(port: port, filters: ["\(base)/ha/input_number/+/state"], trackTopics: true)
         defer { sub.close() }
-        var settings = HAMirrorSettings()
-        settings.url = sim.url
-        settings.token = "bench"
-        settings.publishAttributes = false
-        let (transport, engine, task) = await makeBridge(port: port, base: base, adapter: HAMirror(settings: settings))
-        guard await sub.waitForTopics(devices, timeout: 60) else { throw BenchError("ha-mirror: the snapshot did not arrive") }
-        var final: [String: String] = [:]
-        let start = Date()
-        for i in 1...messages {
-            let k = i % devices
-            sim.set("input_number.n\(k)", state: "\(i)")
-            final["\(base)/ha/input_number/n\(k)/state"] = "\(i)"
+        let mirror = try adapter("ha: {url: \"\(sim.url)\", token: bench, publish_attributes: false}")
+        let (messages, devices) = (self.messages, self.devices)
+        let rate = try await withBridge(port: port, base: base, adapter: mirror) { _ in
+            guard await sub.waitForTopics(devices, timeout: 60) else { throw BenchError("ha-mirror: the snapshot did not arrive") }
+            var final: [String: String] = [:]
+            let start = Date()
+            for i in 1...messages {
+                let k = i % devices
+                sim.set("input_number.n\(k)", state: "\(i)")
+                final["\(base)/ha/input_number/n\(k)/state"] = "\(i)"
+            }
+            guard await sub.waitForFinal(final, timeout: 120) else { throw BenchError("ha-mirror: final states did not all arrive") }
+            return Double(messages) / Date().timeIntervalSince(start)
         }
-        guard await sub.waitForFinal(final, timeout: 120) else { throw BenchError("ha-mirror: final states did not all arrive") }
-        let rate = Double(messages) / Date().timeIntervalSince(start)
-        task.cancel()
-        await engine.shutdown()
-        await transport.stop(timeout: 2)
         await sim.stop()
         return rate
     }

@@ -1,16 +1,17 @@
 import ArgumentParser
 import Foundation
-import HomeAssistantMirror
-import ImpAdapter
-import LIFXAdapter
+import HomeAssistantSimulators
+import ImpSimulators
+import LIFXSimulators
 import LivecodingAdapter
+import LivecodingSimulators
 import NovaAdapter
+import NovaSimulators
 import SwitchyardCLI
 import SwitchyardConfig
 import SwitchyardCore
 import SwitchyardHTTP
 import SwitchyardRuntime
-import SwitchyardSimulators
 
 // The simulators' executable: the bridge against built-in simulated upstreams (`demo`), and a Nova flash
 // played on a Bluetooth adapter (`nova`). Kept out of `switchyard`, so that the daemon links neither
@@ -34,60 +35,23 @@ struct Demo: AsyncParsableCommand {
     @OptionGroup var log: LogOptions
 
     func run() async throws {
-        var c = SwitchyardConfig()
-        c.file = "(demo)"
-        c.stateDir = FileManager.default.temporaryDirectory.appendingPathComponent("switchyard-demo").path
-        c.mqtt.url = "mqtt://\(host):\(port)"
-        c.mqtt.host = host
-        c.mqtt.port = port
-        c.mqtt.baseTopic = baseTopic
-        c.mqtt.clientID = "switchyard-demo-\(baseTopic)"
-        c.mqtt.reconnectMaxDelay = 5
-        c.healthInterval = 30
-        c.virtual = .init(devices: [
-            .init(name: "kitchen", label: "Kitchen", type: "light"),
-            .init(name: "hall/lamp", label: "Hall Lamp", type: "light"),
-            .init(name: "fan", label: "Fan", type: "switch"),
-            .init(name: "outside", label: "Outside", type: "sensor"),
-        ], sensorInterval: 10)
+        let stateDir = FileManager.default.temporaryDirectory.appendingPathComponent("switchyard-demo").path
+        try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
         // A simulated LIFX cloud on loopback: five lights (one offline), four groups, a location, two scenes.
         let lifx = try await LIFXCloudSimulator.start(token: "demo-token", lights: LIFXCloudSimulator.demoLights(),
                                                       scenes: LIFXCloudSimulator.demoScenes())
-        var l = LIFXSettings()
-        l.token = "demo-token"
-        l.apiURL = lifx.apiURL
-        l.pollInterval = 10
-        c.lifx = l
         // Simulated Electric Imp agents: a MatrixClock, a BigClock and a Weather station.
         let imp = try await ImpAgentSimulator.start(agents: [
             .init(id: "demoMatrix01", app: .matrixClock, appcode: "E967EC6D-C1BD-48B7-B9E0-F9BE2A780EAA"),
             .init(id: "demoBigClk02", app: .bigClock, appcode: "DCD2B79C-4467-433C-B0D3-7448EDA17575"),
             .init(id: "demoWeathr03", app: .weather, appcode: "Weather"),
         ])
-        var i = ImpSettings()
-        i.baseURL = imp.baseURL
-        i.pollInterval = 15
-        i.apps = ["E967EC6D-C1BD-48B7-B9E0-F9BE2A780EAA": "matrixclock", "DCD2B79C-4467-433C-B0D3-7448EDA17575": "bigclock"]
-        i.devices = [.init(name: "hall_clock", agentID: "demoMatrix01"), .init(name: "big_clock", agentID: "demoBigClk02"),
-                     .init(name: "weather", agentID: "demoWeathr03")]
-        c.imp = i
         // A simulated Livecoding.tv: three channels, two live; the demo authorises itself against it.
         let lc = try await LivecodingSimulator.start(clientID: "demo-client", clientSecret: "demo-secret", channels: [
             .init(slug: "karrmarr", live: true, viewers: 12, title: "Swift on Linux"),
             .init(slug: "alice", live: false, title: "MQTT bridges"),
             .init(slug: "bob", live: true, viewers: 3, title: "Home automation"),
         ])
-        var lcs = LivecodingSettings()
-        lcs.apiURL = lc.apiURL
-        lcs.oauthURL = lc.oauthURL
-        lcs.clientID = "demo-client"
-        lcs.clientSecret = "demo-secret"
-        lcs.redirectURI = "http://localhost:8080/oauth-callback"
-        lcs.tokenStore = (c.stateDir as NSString).appendingPathComponent("livecoding-token.json")
-        lcs.channels = ["karrmarr", "alice", "bob"]
-        lcs.pollInterval = 15
-        try await demoAuthorise(lcs)
-        c.livecoding = lcs
         // A simulated Home Assistant: a few helpers and lights to mirror; switches may be called.
         let ha = try await HomeAssistantSimulator.start(token: "demo-token", entities: [
             .init("input_boolean.guest_mode", "off", ["editable": false, "friendly_name": "Guest mode"]),
@@ -95,18 +59,53 @@ struct Demo: AsyncParsableCommand {
             .init("input_number.target_temp", "20.5", ["min": 10, "max": 30, "step": 0.5, "friendly_name": "Target temperature"]),
             .init("sensor.outside", "7.5", ["unit_of_measurement": "°C", "friendly_name": "Outside"]),
         ])
-        var h = HAMirrorSettings()
-        h.url = ha.url
-        h.token = "demo-token"
-        h.allow = ["input_boolean.*", "light.*", "input_number.set_value"]
-        h.ownUniqueIDPrefix = "switchyard_\(Naming.normaliseID(baseTopic))_"
-        c.ha = h
         // Simulated Nova flashes in range of a simulated radio (the real one needs a Bluetooth adapter):
         // the strongest is auto-connected; the ATT conversation and acks are the real protocol.
         let nova = SimulatedNovaRadio(flashes: ["D0:39:72:00:00:01": -52, "D0:39:72:00:00:02": -71], ackDelay: 0.12)
-        var n = NovaAdapterSettings()
-        n.names = ["D0:39:72:00:00:01": "key_light", "D0:39:72:00:00:02": "fill_light"]
-        c.nova = n
+        // The demo's config is a config file like any other, read through the same registration list;
+        // only the Nova radio is the simulated one.
+        let yaml = """
+        state_dir: \(stateDir)
+        mqtt: {url: "mqtt://\(host):\(port)", base_topic: \(baseTopic), client_id: "switchyard-demo-\(baseTopic)", reconnect: {max_delay: 5}}
+        health: {interval: 30}
+        virtual:
+          sensor_interval: 10
+          devices:
+            - {name: kitchen, label: Kitchen, type: light}
+            - {name: hall/lamp, label: Hall Lamp, type: light}
+            - {name: fan, label: Fan, type: switch}
+            - {name: outside, label: Outside, type: sensor}
+        lifx: {token: demo-token, api_url: "\(lifx.apiURL)", poll_interval: 10}
+        imp:
+          base_url: "\(imp.baseURL)"
+          poll_interval: 15
+          apps: {E967EC6D-C1BD-48B7-B9E0-F9BE2A780EAA: matrixclock, DCD2B79C-4467-433C-B0D3-7448EDA17575: bigclock}
+          devices:
+            - {name: hall_clock, agent_id: demoMatrix01}
+            - {name: big_clock, agent_id: demoBigClk02}
+            - {name: weather, agent_id: demoWeathr03}
+        livecoding:
+          api_url: "\(lc.apiURL)"
+          oauth_url: "\(lc.oauthURL)"
+          client_id: demo-client
+          client_secret: demo-secret
+          channels: [karrmarr, alice, bob]
+          poll_interval: 15
+        ha:
+          url: "\(ha.url)"
+          token: demo-token
+          services: {allow: ["input_boolean.*", "light.*", "input_number.set_value"]}
+        nova:
+          names: {"D0:39:72:00:00:01": key_light, "D0:39:72:00:00:02": fill_light}
+        """
+        let list = upstreams.map { $0.key == "nova" ? NovaUpstream(radio: nova) : $0 }
+        let c: SwitchyardConfig
+        do {
+            c = try SwitchyardConfig.parse(yaml: yaml, file: "(demo)", upstreams: list)
+        } catch {
+            throw ValidationError("the demo's own config is invalid: \(error.description)")
+        }
+        if let lcs = c.settings(LivecodingUpstream()) { try await demoAuthorise(lcs) }
         let logger = try log.bootstrap(config: c)
         let b = baseTopic
         let p = port == 1883 ? "" : " -p \(port)"
@@ -154,7 +153,7 @@ struct Demo: AsyncParsableCommand {
 
         """
         Console.out(banner)   // unbuffered, also when piped
-        try await BridgeRuntime.run(config: c, configPath: nil, logger: logger, novaRadio: nova)
+        try await BridgeRuntime.run(config: c, configPath: nil, upstreams: list, logger: logger)
         await lifx.stop()
         await imp.stop()
         await lc.stop()
@@ -165,13 +164,14 @@ struct Demo: AsyncParsableCommand {
 /// The demo plays the user's browser once against the simulated provider, so that Livecoding shows
 /// channels at once (for real: `switchyard auth livecoding -c FILE`).
 func demoAuthorise(_ s: LivecodingSettings) async throws {
-    let http = HTTPClient()
-    defer { http.shutdown() }
-    let oauth = LivecodingOAuth(settings: s, http: http)
-    let r = try await http.send(HTTPRequest(url: oauth.authorizeURL(state: "demo")))
-    guard let location = r.headers["location"], let code = URLComponents(string: location)?.queryItems?.first(where: { $0.name == "code" })?.value
-    else { throw AdapterError("demo: the simulated provider did not redirect") }
-    try TokenStore(path: s.tokenStore).save(try await oauth.exchange(code: code))
+    try await HTTPClient.withClient { http in
+        let oauth = LivecodingOAuth(settings: s, http: http)
+        let r = try await http.send(HTTPRequest(url: oauth.authorizeURL(state: "demo")))
+        guard let location = r.headers["location"],
+              let code = URLComponents(string: location)?.queryItems?.first(where: { $0.name == "code" })?.value
+        else { throw AdapterError("demo: the simulated provider did not redirect") }
+        try TokenStore(path: s.tokenStore).save(try await oauth.exchange(code: code))
+    }
 }
 
 struct SimulateNova: AsyncParsableCommand {

@@ -7,7 +7,6 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-import LivecodingAdapter
 import Logging
 import SwitchyardCLI
 import SwitchyardConfig
@@ -44,7 +43,7 @@ struct Run: AsyncParsableCommand {
         let c = loadOrExit(config)
         let logger = try log.bootstrap(config: c)
         logger.info("starting", metadata: ["version": "\(switchyardVersion)", "config": "\(config)", "broker": "\(c.brokerURL)"])
-        try await BridgeRuntime.run(config: c, configPath: config, logger: logger)
+        try await BridgeRuntime.run(config: c, configPath: config, upstreams: upstreams, logger: logger)
         logger.info("stopped")
     }
 }
@@ -56,46 +55,44 @@ struct CheckConfig: ParsableCommand {
     var config: String
 
     func run() throws {
-        _ = loadOrExit(config)
-        print("config OK")
+        let c = loadOrExit(config)
+        let sections = c.upstreams.map(\.key)
+        Console.out("config OK (upstreams: \(sections.isEmpty ? "none" : sections.joined(separator: ", ")))\n")
     }
 }
 
 struct Auth: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Authorise an upstream that needs a user's consent.",
-                                                    subcommands: [AuthLivecoding.self])
-}
-
-struct AuthLivecoding: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "livecoding",
-        abstract: "OAuth2 authorisation for Livecoding: prints a URL, waits for the redirect (or a pasted URL), saves the tokens.")
+        abstract: "Authorise an upstream that needs a user's consent (livecoding: OAuth2).",
+        discussion: "Prints what to open, waits for the answer (a redirect, or a pasted URL), saves what the bridge needs.")
 
-    @Option(name: .shortAndLong, help: "The YAML config file (its livecoding section).")
+    @Argument(help: "The upstream (its config key), e.g. livecoding.")
+    var upstream: String
+    @Option(name: .shortAndLong, help: "The YAML config file (the upstream's section).")
     var config: String
-    @Option(help: "Seconds to wait for the redirect.") var timeout = 300.0
-    @Flag(help: "Do not read a pasted redirect URL from standard input.") var noStdin = false
+    @Option(help: "Seconds to wait for the answer.") var timeout = 300.0
+    @Flag(help: "Do not read a pasted answer from standard input.") var noStdin = false
 
     func run() async throws {
         let c = loadOrExit(config)
-        guard let settings = c.livecoding else {
-            Console.err("\(config) has no livecoding section; nothing to authorise\n")
+        guard upstreams.contains(where: { $0.key == upstream }) else {
+            Console.err("unknown upstream '\(upstream)' (known: \(upstreams.map(\.key).joined(separator: ", ")))\n")
+            Glibc.exit(2)
+        }
+        guard let section = c.upstream(upstream) else {
+            Console.err("\(config) has no \(upstream) section; nothing to authorise\n")
             Glibc.exit(2)
         }
         do {
-            let tokens = try await LivecodingAuthorization.run(settings: settings, timeout: timeout, readStdin: !noStdin) { text in
-                Console.out(text)
+            let options = AuthorizationOptions(timeout: timeout, readStdin: !noStdin) { text in Console.out(text) }
+            guard let done = try await section.authorize(options: options) else {
+                Console.err("\(upstream) needs no authorisation\n")
+                Glibc.exit(2)
             }
-            let scope = tokens.scope.isEmpty ? settings.scopes.joined(separator: " ") : tokens.scope
-            Console.out("""
-            Authorised (scope: \(scope)). Tokens saved to \(settings.tokenStore) (mode 0600); the access token expires \
-            \(Timestamp.rfc3339(tokens.expiresAt)) and is refreshed by the running bridge, which picks the file up by itself.
-
-            """)
+            Console.out(done + "\n")
         } catch {
-            Console.err("switchyard auth livecoding: \(error.message)\n")
+            Console.err("switchyard auth \(upstream): \((error as? AdapterError)?.message ?? "\(error)")\n")
             Glibc.exit(1)
         }
     }
 }
-

@@ -1,8 +1,8 @@
 import Foundation
-import HomeAssistantMirror
+@testable import HomeAssistantMirror
 import SwitchyardConfig
 import SwitchyardCore
-import SwitchyardSimulators
+import HomeAssistantSimulators
 import SwitchyardTestSupport
 import Testing
 
@@ -33,35 +33,48 @@ final class HAHarness: Sendable {
         ]
     }
 
-    static func start(yaml: String = "", extra: [HomeAssistantSimulator.Entity] = [], simToken: String = haToken,
-                      tune: (inout HAMirrorSettings) -> Void = { _ in }) async throws -> HAHarness {
-        let broker = try await Broker.start()
+    static func with<R: Sendable>(yaml: String = "", extra: [HomeAssistantSimulator.Entity] = [], simToken: String = haToken,
+                                  clock: any BridgeClock = SystemClock(), tune: (inout HAMirrorSettings) -> Void = { _ in }, _ body: (HAHarness) async throws -> R) async throws -> R {
         let base = uniqueBase()
         let sim = try await HomeAssistantSimulator.start(token: simToken, entities: entities(base: base) + extra)
-        let c = try SwitchyardConfig.parse(yaml: """
-        mqtt:
-          base_topic: \(base)
-        ha:
-          url: \(sim.url)
-          token: ${HA_TOKEN}
-          entities: {exclude: ["sensor.hidden_*"]}
-        \(yaml)
-        """, file: "t.yaml", environment: ["HA_TOKEN": haToken])
-        var settings = try #require(c.ha)
-        settings.reconnectMinDelay = 0.1
-        settings.reconnectMaxDelay = 0.3
-        tune(&settings)
-        let under = try await BridgeUnderTest.start(broker: broker, base: base, subscribe: ["\(base)/#"], adapter: HAMirror(settings: settings),
-                                                    info: ["config": c.redactedJSON])
-        return HAHarness(sim: sim, under: under)
-    }
-
-    func stop() async {
-        await under.stop()
-        await sim.stop()
+        return try await withTeardown {
+            let c = try SwitchyardConfig.parse(yaml: """
+            mqtt:
+              base_topic: \(base)
+            ha:
+              url: \(sim.url)
+              token: ${HA_TOKEN}
+              entities: {exclude: ["sensor.hidden_*"]}
+            \(yaml)
+            """, file: "t.yaml", upstreams: [HomeAssistantUpstream()], environment: ["HA_TOKEN": haToken])
+            var settings = try #require(c.settings(HomeAssistantUpstream()))
+            settings.reconnectMinDelay = 0.1
+            settings.reconnectMaxDelay = 0.3
+            tune(&settings)
+            var options = InProcessBridge.Options()
+            options.info = ["config": c.redactedJSON]
+            return try await BridgeUnderTest.with(base: base, subscribe: { ["\($0)/#"] }, adapter: HAMirror(settings: settings, clock: clock),
+                                                  options: options) { under in
+                try await body(HAHarness(sim: sim, under: under))
+            }
+        } teardown: {
+            await sim.stop()
+        }
     }
 
     func t(_ suffix: String) -> String { "\(base)/ha/\(suffix)" }
+
+    /// A change made in HA after everything the test did, waited for on MQTT: HA's messages and the
+    /// bridge's publishes keep their order, so once it is here, everything before it is too.
+    func sentinel(_ n: Int) async throws {
+        sim.set("input_number.level", state: "sentinel-\(n)")
+        try await waitTopic("input_number/level/state", "sentinel-\(n)")
+    }
+
+    /// What was mirrored, `<domain>/<object>/<suffix> <payload>`, without the sentinels.
+    var seen: [String] {
+        mirrored.map { "\($0.topic.dropFirst(base.count + 4)) \($0.payload)" }.filter { !$0.hasPrefix("input_number/level/state sentinel") }.sorted()
+    }
 
     func waitTopic(_ suffix: String, _ payload: String? = nil) async throws {
         try await probe.waitFor(topic: t(suffix), payload: payload)
@@ -78,189 +91,245 @@ final class HAHarness: Sendable {
 
 @Suite struct HAMirrorTests {
     @Test func theSnapshotIsMirroredLikeStatestream() async throws {
-        let h = try await HAHarness.start()
-        defer { Task { await h.stop() } }
-        try await h.waitTopic("availability", "online")
-        try await h.waitTopic("input_boolean/test_switch/state", "off")
-        try await h.waitTopic("input_boolean/test_switch/friendly_name", "\"Test switch\"")   // each attribute JSON-encoded
-        try await h.waitTopic("input_boolean/test_switch/editable", "false")
-        try await h.waitTopic("light/kitchen/supported_color_modes", #"["brightness"]"#)
-        try await h.waitTopic("sensor/outside/unit_of_measurement", "\"°C\"")
-        try await h.waitTopic("input_number/level/state", "3.0")
-        // Retained: a subscriber arriving later reads the mirror from the broker.
-        let late = try await MQTTProbe.connect(port: h.broker.port)
-        defer { late.close() }
-        try await late.subscribe("\(h.base)/ha/#")
-        try await late.waitFor(topic: h.t("light/kitchen/state"), payload: "on")
-        try await late.waitFor(topic: h.t("input_boolean/test_switch/friendly_name"))
-        #expect(late.messages.allSatisfy { $0.retain })
-        // Excluded by glob, and our own discovered entity: not mirrored.
-        #expect(!h.mirrored.contains { $0.topic.contains("hidden_thing") || $0.topic.contains("hall_lamp") })
-        // Timestamps only when asked for.
-        #expect(!h.mirrored.contains { $0.topic.hasSuffix("/last_changed") })
-        // The token is a secret.
-        #expect(!h.probe.messages.contains { $0.payload.contains(haToken) })
-        let info = try JSONValue.parse(try #require(h.probe.last("\(h.base)/bridge/info")))
-        #expect(info["config"]?["ha"]?["token"] == "***")
+        try await HAHarness.with { h in
+            try await h.waitTopic("availability", "online")
+            try await h.waitTopic("input_boolean/test_switch/state", "off")
+            try await h.waitTopic("input_boolean/test_switch/friendly_name", "\"Test switch\"")   // each attribute JSON-encoded
+            try await h.waitTopic("input_boolean/test_switch/editable", "false")
+            try await h.waitTopic("light/kitchen/supported_color_modes", #"["brightness"]"#)
+            try await h.waitTopic("sensor/outside/unit_of_measurement", "\"°C\"")
+            try await h.waitTopic("input_number/level/state", "3.0")
+            // Retained: a subscriber arriving later reads the mirror from the broker.
+            let late = try await MQTTProbe.connect(port: h.broker.port)
+            defer { late.close() }
+            try await late.subscribe("\(h.base)/ha/#")
+            try await late.waitFor(topic: h.t("light/kitchen/state"), payload: "on")
+            try await late.waitFor(topic: h.t("input_boolean/test_switch/friendly_name"))
+            #expect(late.messages.allSatisfy { $0.retain })
+            // Excluded by glob, and our own discovered entity: not mirrored.
+            #expect(!h.mirrored.contains { $0.topic.contains("hidden_thing") || $0.topic.contains("hall_lamp") })
+            // Timestamps only when asked for.
+            #expect(!h.mirrored.contains { $0.topic.hasSuffix("/last_changed") })
+            // The token is a secret.
+            #expect(!h.probe.messages.contains { $0.payload.contains(haToken) })
+            let info = try JSONValue.parse(try #require(h.probe.last("\(h.base)/bridge/info")))
+            #expect(info["config"]?["ha"]?["token"] == "***")
+        }
     }
 
     @Test func changesRepublishExactlyWhatChangedAndRemovalsClear() async throws {
-        let h = try await HAHarness.start()
-        defer { Task { await h.stop() } }
-        try await h.waitTopic("sensor/outside/friendly_name")
-        try await h.waitTopic("light/kitchen/brightness", "128")
-        h.probe.clear()
-        h.sim.set("light.kitchen", attributes: ["brightness": 200])
-        try await h.waitTopic("light/kitchen/brightness", "200")
-        // An attribute removed in HA: its topic is cleared.
-        h.sim.set("light.kitchen", remove: ["supported_color_modes"])
-        try await h.waitTopic("light/kitchen/supported_color_modes", "")
-        // A removed entity: every one of its topics is cleared.
-        h.sim.remove("sensor.outside")
-        for suffix in ["state", "friendly_name", "unit_of_measurement"] { try await h.waitTopic("sensor/outside/\(suffix)", "") }
-        await TestEnvironment.sleep(0.3)
-        let seen = h.mirrored.map { "\($0.topic.dropFirst(h.base.count + 4)) \($0.payload)" }.sorted()
-        #expect(seen == ["light/kitchen/brightness 200", "light/kitchen/supported_color_modes ", "sensor/outside/friendly_name ",
-                         "sensor/outside/state ", "sensor/outside/unit_of_measurement "])
+        try await HAHarness.with { h in
+            try await h.waitTopic("sensor/outside/friendly_name")
+            try await h.waitTopic("light/kitchen/brightness", "128")
+            h.probe.clear()
+            h.sim.set("light.kitchen", attributes: ["brightness": 200])
+            try await h.waitTopic("light/kitchen/brightness", "200")
+            // An attribute removed in HA: its topic is cleared.
+            h.sim.set("light.kitchen", remove: ["supported_color_modes"])
+            try await h.waitTopic("light/kitchen/supported_color_modes", "")
+            // A removed entity: every one of its topics is cleared.
+            h.sim.remove("sensor.outside")
+            for suffix in ["state", "friendly_name", "unit_of_measurement"] { try await h.waitTopic("sensor/outside/\(suffix)", "") }
+            try await h.sentinel(1)
+            #expect(h.seen == ["light/kitchen/brightness 200", "light/kitchen/supported_color_modes ", "sensor/outside/friendly_name ",
+                             "sensor/outside/state ", "sensor/outside/unit_of_measurement "])
+        }
     }
 
     @Test func attributesNamedLikeTheEntitysOwnTopicsNeverOverwriteThem() async throws {
-        let h = try await HAHarness.start(extra: [.init("sensor.odd", "12", ["state": "attr", "last_changed": "attr", "result": 1, "note": "n"])],
-                                          tune: { $0.publishTimestamps = true })
-        defer { Task { await h.stop() } }
-        try await h.waitTopic("sensor/odd/note", "\"n\"")
-        try await h.waitTopic("sensor/odd/state", "12")
-        h.probe.clear()
-        h.sim.set("sensor.odd", attributes: ["state": "attr2", "note": "m"])
-        try await h.waitTopic("sensor/odd/note", "\"m\"")
-        h.sim.set("sensor.odd", remove: ["state"])
-        h.sim.set("sensor.odd", state: "13")
-        try await h.waitTopic("sensor/odd/state", "13")
-        await TestEnvironment.sleep(0.3)
-        let all = h.probe.messages.filter { $0.topic.hasPrefix(h.t("sensor/odd/")) }
-        #expect(!all.contains { $0.payload.contains("attr") }, "\(all)")
-        #expect(!all.contains { $0.topic == h.t("sensor/odd/state") && $0.payload != "13" }, "\(all)")
-        #expect(!all.contains { $0.topic == h.t("sensor/odd/result") })
-        let lc = try #require(h.probe.last(h.t("sensor/odd/last_changed")))
-        #expect(Timestamp.parse(lc) != nil, "\(lc)")
+        try await HAHarness.with(extra: [.init("sensor.odd", "12", ["state": "attr", "last_changed": "attr", "result": 1, "note": "n"])],
+                                          tune: { $0.publishTimestamps = true }) { h in
+            try await h.waitTopic("sensor/odd/note", "\"n\"")
+            try await h.waitTopic("sensor/odd/state", "12")
+            h.probe.clear()
+            h.sim.set("sensor.odd", attributes: ["state": "attr2", "note": "m"])
+            try await h.waitTopic("sensor/odd/note", "\"m\"")
+            h.sim.set("sensor.odd", remove: ["state"])
+            h.sim.set("sensor.odd", state: "13")
+            try await h.waitTopic("sensor/odd/state", "13")
+            try await h.sentinel(1)
+            let all = h.probe.messages.filter { $0.topic.hasPrefix(h.t("sensor/odd/")) }
+            #expect(!all.contains { $0.payload.contains("attr") }, "\(all)")
+            #expect(!all.contains { $0.topic == h.t("sensor/odd/state") && $0.payload != "13" }, "\(all)")
+            #expect(!all.contains { $0.topic == h.t("sensor/odd/result") })
+            let lc = try #require(h.probe.last(h.t("sensor/odd/last_changed")))
+            #expect(Timestamp.parse(lc) != nil, "\(lc)")
+        }
     }
 
     @Test func subscribedEventsAreMirrored() async throws {
-        let h = try await HAHarness.start(yaml: "  events: [custom_event]")
-        defer { Task { await h.stop() } }
-        try await h.waitTopic("availability", "online")
-        try await waitUntil("the event subscription is in place") { h.sim.eventSubscriptions.contains("custom_event") }
-        h.sim.fire("custom_event", ["x": 1])
-        let m = try await h.probe.waitFor(topic: h.t("_event/custom_event"))
-        let e = try JSONValue.parse(m.payload)
-        #expect(e["event_type"] == "custom_event" && e["event_data"] == ["x": 1] && e["origin"] == "LOCAL" && m.retain == false)
-        #expect(e["time_fired"] != nil && e["context"]?["id"] != nil)
-        // state_changed was not subscribed: no event topic for it.
-        h.sim.set("light.kitchen", state: "off")
-        try await h.waitTopic("light/kitchen/state", "off")
-        #expect(h.probe.messages(on: h.t("_event/state_changed")).isEmpty)
+        try await HAHarness.with(yaml: "  events: [custom_event]") { h in
+            try await h.waitTopic("availability", "online")
+            try await waitUntil("the event subscription is in place") { h.sim.eventSubscriptions.contains("custom_event") }
+            h.sim.fire("custom_event", ["x": 1])
+            let m = try await h.probe.waitFor(topic: h.t("_event/custom_event"))
+            let e = try JSONValue.parse(m.payload)
+            #expect(e["event_type"] == "custom_event" && e["event_data"] == ["x": 1] && e["origin"] == "LOCAL" && m.retain == false)
+            #expect(e["time_fired"] != nil && e["context"]?["id"] != nil)
+            // state_changed was not subscribed: no event topic for it (a second custom event after the change
+            // shows that everything HA sent before it has been handled).
+            h.sim.set("light.kitchen", state: "off")
+            try await h.waitTopic("light/kitchen/state", "off")
+            h.sim.fire("custom_event", ["x": 2])
+            try await h.probe.waitFor("the second event") { $0.contains { $0.topic == h.t("_event/custom_event") && $0.payload.contains(#""x":2"#) } }
+            #expect(h.probe.messages(on: h.t("_event/state_changed")).isEmpty)
+        }
     }
 
     @Test func allowedCallsChangeStateAndDeniedOnesAreRefused() async throws {
-        let h = try await HAHarness.start(yaml: "  services: {allow: [\"input_boolean.*\", \"input_number.set_value\"]}")
-        defer { Task { await h.stop() } }
-        try await h.waitTopic("input_boolean/test_switch/state", "off")
-        h.probe.publish(h.t("input_boolean/test_switch/set"), "ON")
-        try await h.waitTopic("input_boolean/test_switch/state", "on")
-        let call = try #require(h.sim.calls.first)
-        #expect(call.domain == "input_boolean" && call.service == "turn_on" && call.target == ["entity_id": ["input_boolean.test_switch"]])
-        h.probe.publish("\(h.base)/bridge/request/ha/call",
-                        #"{"domain":"input_number","service":"set_value","data":{"value":7},"target":{"entity_id":"input_number.level"},"transaction":"c1"}"#)
-        let r = try JSONValue.parse(try await h.probe.waitFor(topic: "\(h.base)/bridge/response/ha/call").payload)
-        #expect(r["status"] == "ok" && r["transaction"] == "c1" && r["data"]?["context"]?["id"] != nil)
-        try await h.waitTopic("input_number/level/state", "7")
-        let callsBefore = h.sim.calls.count
-        // Not allow-listed; a target by area; an excluded entity: refused, nothing sent.
-        h.probe.publish(h.t("light/kitchen/set"), "OFF")
-        h.probe.publish("\(h.base)/bridge/request/ha/call", #"{"domain":"input_boolean","service":"toggle","target":{"area_id":"kitchen"}}"#)
-        h.probe.publish("\(h.base)/bridge/request/ha/call",
-                        #"{"domain":"input_boolean","service":"toggle","target":{"entity_id":"sensor.hidden_thing"}}"#)
-        try await waitUntil("three refusals") { h.errors().count >= 3 }
-        let errors = h.errors()
-        #expect(errors.contains { $0.contains("service light.turn_off is not allowed (ha.services.allow: input_boolean.*, input_number.set_value)") })
-        #expect(errors.contains { $0.contains("target area_id is not allowed") })
-        #expect(errors.contains { $0.contains("entity sensor.hidden_thing is not allowed") })
-        #expect(h.sim.calls.count == callsBefore)
+        try await HAHarness.with(yaml: "  services: {allow: [\"input_boolean.*\", \"input_number.set_value\"]}") { h in
+            try await h.waitTopic("input_boolean/test_switch/state", "off")
+            h.probe.publish(h.t("input_boolean/test_switch/set"), "ON")
+            try await h.waitTopic("input_boolean/test_switch/state", "on")
+            let call = try #require(h.sim.calls.first)
+            #expect(call.domain == "input_boolean" && call.service == "turn_on" && call.target == ["entity_id": ["input_boolean.test_switch"]])
+            h.probe.publish("\(h.base)/bridge/request/ha/call",
+                            #"{"domain":"input_number","service":"set_value","data":{"value":7},"target":{"entity_id":"input_number.level"},"transaction":"c1"}"#)
+            let r = try JSONValue.parse(try await h.probe.waitFor(topic: "\(h.base)/bridge/response/ha/call").payload)
+            #expect(r["status"] == "ok" && r["transaction"] == "c1" && r["data"]?["context"]?["id"] != nil)
+            try await h.waitTopic("input_number/level/state", "7")
+            let callsBefore = h.sim.calls.count
+            // Not allow-listed; a target by area; an excluded entity: refused, nothing sent.
+            h.probe.publish(h.t("light/kitchen/set"), "OFF")
+            h.probe.publish("\(h.base)/bridge/request/ha/call", #"{"domain":"input_boolean","service":"toggle","target":{"area_id":"kitchen"}}"#)
+            h.probe.publish("\(h.base)/bridge/request/ha/call",
+                            #"{"domain":"input_boolean","service":"toggle","target":{"entity_id":"sensor.hidden_thing"}}"#)
+            try await waitUntil("three refusals") { h.errors().count >= 3 }
+            let errors = h.errors()
+            #expect(errors.contains { $0.contains("service light.turn_off is not allowed (ha.services.allow: input_boolean.*, input_number.set_value)") })
+            #expect(errors.contains { $0.contains("target area_id is not allowed") })
+            #expect(errors.contains { $0.contains("entity sensor.hidden_thing is not allowed") })
+            #expect(h.sim.calls.count == callsBefore)
+        }
     }
 
     @Test func aBadTokenIsSaidClearlyAndRetriedOnlySlowly() async throws {
-        let h = try await HAHarness.start(simToken: "another-token")
-        defer { Task { await h.stop() } }
-        try await h.probe.waitFor("auth_invalid in bridge/info") { ms in
-            ms.last { $0.topic == "\(h.base)/bridge/info" }?.payload.contains("Home Assistant refused the token (auth_invalid") == true
+        // The mirror's timers on a manual clock: its retry is scheduled, not slept through.
+        let clock = ManualClock()
+        try await HAHarness.with(simToken: "another-token", clock: clock) { h in
+            try await h.probe.waitFor("auth_invalid in bridge/info") { ms in
+                ms.last { $0.topic == "\(h.base)/bridge/info" }?.payload.contains("Home Assistant refused the token (auth_invalid") == true
+            }
+            #expect(h.errors().contains { $0.contains("check ha.token") })
+            #expect(h.probe.last(h.t("availability")) == "offline")
+            // The next attempt waits ha's auth retry delay (300 s), not the reconnect backoff (0.1–0.3 s).
+            let retryAt = MonotonicInstant.origin + .seconds(300)
+            try await waitUntil("the retry is scheduled") { clock.sleeping == 1 && clock.nextDeadline == retryAt }
+            clock.advance(by: .seconds(299))
+            #expect(h.sim.authAttempts == 1 && clock.nextDeadline == retryAt)
+            clock.advance(by: .seconds(1))
+            try await waitUntil("the second attempt") { h.sim.authAttempts == 2 }
         }
-        #expect(h.errors().contains { $0.contains("check ha.token") })
-        await TestEnvironment.sleep(1.5)   // the reconnect delay is 0.1–0.3 s: a fast retry would show here
-        #expect(h.sim.authAttempts == 1)
-        #expect(h.probe.last(h.t("availability")) == "offline")
     }
 
     @Test func aDroppedConnectionResyncsWithoutDuplicatesOrLostChanges() async throws {
-        let h = try await HAHarness.start(tune: { $0.reconnectMinDelay = 1; $0.reconnectMaxDelay = 1 })
-        defer { Task { await h.stop() } }
-        try await h.waitTopic("sensor/outside/unit_of_measurement")
-        try await h.waitTopic("light/kitchen/brightness", "128")
-        h.probe.clear()
-        h.sim.dropConnections()
-        // While the bridge is away: a change and a removal it never sees as events.
-        h.sim.set("input_boolean.test_switch", state: "on")
-        h.sim.remove("sensor.outside")
-        try await h.waitTopic("availability", "offline")
-        try await h.waitTopic("input_boolean/test_switch/state", "on")
-        for suffix in ["state", "friendly_name", "unit_of_measurement"] { try await h.waitTopic("sensor/outside/\(suffix)", "") }
-        try await h.waitTopic("availability", "online")
-        await TestEnvironment.sleep(0.3)
-        let seen = h.mirrored.map { "\($0.topic.dropFirst(h.base.count + 4)) \($0.payload)" }.sorted()
-        #expect(seen == ["input_boolean/test_switch/state on", "sensor/outside/friendly_name ", "sensor/outside/state ",
-                         "sensor/outside/unit_of_measurement "])
-        #expect(h.sim.connections == 2)
+        try await HAHarness.with(tune: { $0.reconnectMinDelay = 1; $0.reconnectMaxDelay = 1 }) { h in
+            try await h.waitTopic("sensor/outside/unit_of_measurement")
+            try await h.waitTopic("light/kitchen/brightness", "128")
+            h.probe.clear()
+            h.sim.dropConnections()
+            // While the bridge is away: a change and a removal it never sees as events.
+            h.sim.set("input_boolean.test_switch", state: "on")
+            h.sim.remove("sensor.outside")
+            try await h.waitTopic("availability", "offline")
+            try await h.waitTopic("input_boolean/test_switch/state", "on")
+            for suffix in ["state", "friendly_name", "unit_of_measurement"] { try await h.waitTopic("sensor/outside/\(suffix)", "") }
+            try await h.waitTopic("availability", "online")
+            try await h.sentinel(1)
+            #expect(h.seen == ["input_boolean/test_switch/state on", "sensor/outside/friendly_name ", "sensor/outside/state ",
+                             "sensor/outside/unit_of_measurement "])
+            #expect(h.sim.connections == 2)
+        }
     }
 
     @Test func aDeadLinkIsNoticedByTheApplicationPing() async throws {
-        let h = try await HAHarness.start(tune: { $0.pingInterval = 0.3; $0.pingTimeout = 0.3 })
-        defer { Task { await h.stop() } }
-        try await h.waitTopic("availability", "online")
-        h.sim.setIgnorePings(true)
-        try await waitUntil("a reconnect after a missed pong") { h.sim.connections >= 2 }
-        h.sim.setIgnorePings(false)
-        try await h.probe.waitFor("online again") { ms in ms.last { $0.topic == h.t("availability") }?.payload == "online" }
+        try await HAHarness.with(tune: { $0.pingInterval = 0.3; $0.pingTimeout = 0.3 }) { h in
+            try await h.waitTopic("availability", "online")
+            h.sim.setIgnorePings(true)
+            try await waitUntil("a reconnect after a missed pong") { h.sim.connections >= 2 }
+            h.sim.setIgnorePings(false)
+            try await h.probe.waitFor("online again") { ms in ms.last { $0.topic == h.t("availability") }?.payload == "online" }
+        }
     }
 
     @Test func aLargeGetStatesWithTheStateChangedFeed() async throws {
         let blob = String(repeating: "x", count: 200 * 1024)
-        let h = try await HAHarness.start(yaml: "  feed: state_changed\n  publish_timestamps: true",
-                                          extra: [.init("sensor.big", "1", ["blob": .string(blob)])])
-        defer { Task { await h.stop() } }
-        let m = try await h.probe.waitFor(topic: h.t("sensor/big/blob"))
-        #expect(m.payload.count == blob.utf8.count + 2)
-        try await h.waitTopic("sensor/big/last_changed")
-        let changed = try #require(h.probe.last(h.t("sensor/big/last_changed")))
-        #expect(Timestamp.parse(changed) != nil && changed.hasSuffix("Z"))
-        // The state_changed feed follows changes too.
-        h.sim.set("light.kitchen", state: "off")
-        try await h.waitTopic("light/kitchen/state", "off")
+        try await HAHarness.with(yaml: "  feed: state_changed\n  publish_timestamps: true",
+                                          extra: [.init("sensor.big", "1", ["blob": .string(blob)])]) { h in
+            let m = try await h.probe.waitFor(topic: h.t("sensor/big/blob"))
+            #expect(m.payload.count == blob.utf8.count + 2)
+            try await h.waitTopic("sensor/big/last_changed")
+            let changed = try #require(h.probe.last(h.t("sensor/big/last_changed")))
+            #expect(Timestamp.parse(changed) != nil && changed.hasSuffix("Z"))
+            // The state_changed feed follows changes too.
+            h.sim.set("light.kitchen", state: "off")
+            try await h.waitTopic("light/kitchen/state", "off")
+        }
     }
 
     @Test func aCallLeftUnconfirmedByADropIsReportedAndNeverSentAgain() async throws {
-        let h = try await HAHarness.start(yaml: "  services: {allow: [\"input_boolean.toggle\"]}")
-        defer { Task { await h.stop() } }
-        try await h.waitTopic("input_boolean/test_switch/state", "off")
-        h.sim.setHoldCalls(true)
-        h.probe.publish("\(h.base)/bridge/request/ha/call",
-                        #"{"domain":"input_boolean","service":"toggle","target":{"entity_id":"input_boolean.test_switch"},"transaction":9}"#)
-        try await waitUntil("HA received the call") { h.sim.calls.count == 1 }
-        h.sim.setHoldCalls(false)
-        h.sim.dropConnections()
-        let r = try JSONValue.parse(try await h.probe.waitFor(topic: "\(h.base)/bridge/response/ha/call").payload)
-        #expect(r["status"] == "error" && r["transaction"] == 9)
-        #expect(r["error"]?.stringValue?.contains("dropped before it confirmed the call; not sent again") == true)
-        try await waitUntil("reconnected") { h.sim.connections == 2 && h.sim.connected == 1 }
-        await TestEnvironment.sleep(0.5)
-        #expect(h.sim.calls.count == 1)   // a toggle must not run twice
+        try await HAHarness.with(yaml: "  services: {allow: [\"input_boolean.toggle\", \"input_number.set_value\"]}") { h in
+            try await h.waitTopic("input_boolean/test_switch/state", "off")
+            h.sim.setHoldCalls(true)
+            h.probe.publish("\(h.base)/bridge/request/ha/call",
+                            #"{"domain":"input_boolean","service":"toggle","target":{"entity_id":"input_boolean.test_switch"},"transaction":9}"#)
+            try await waitUntil("HA received the call") { h.sim.calls.count == 1 }
+            h.sim.setHoldCalls(false)
+            h.sim.dropConnections()
+            let r = try JSONValue.parse(try await h.probe.waitFor(topic: "\(h.base)/bridge/response/ha/call").payload)
+            #expect(r["status"] == "error" && r["transaction"] == 9)
+            #expect(r["error"]?.stringValue?.contains("dropped before it confirmed the call; not sent again") == true)
+            try await waitUntil("reconnected") { h.sim.connections == 2 && h.sim.connected == 1 }
+            try await h.probe.waitFor("authenticated again") { ms in ms.filter { $0.topic == h.t("availability") && $0.payload == "online" }.count == 2 }
+            // A call made after the reconnect reaches HA second: the toggle was not sent again before it.
+            h.probe.publish("\(h.base)/bridge/request/ha/call",
+                            #"{"domain":"input_number","service":"set_value","data":{"value":5},"target":{"entity_id":"input_number.level"}}"#)
+            try await waitUntil("the second call") { h.sim.calls.count >= 2 }
+            #expect(h.sim.calls.map(\.service) == ["toggle", "set_value"])   // a toggle must not run twice
+        }
+    }
+}
+
+/// The mirror's topic model without a socket: statestream's layout and the per-topic diff.
+@Suite struct HAMirrorModelTests {
+    func texts(_ ms: [MirrorMessage]) -> [String] { ms.map { "\($0.relative) \(String(decoding: $0.payload, as: UTF8.self))" } }
+
+    @Test func anEntityBecomesOneTopicPerAttributeAndOnlyChangesArePublished() throws {
+        var m = HAMirrorModel(publishAttributes: true, publishTimestamps: false)
+        let full = m.topics(full: ["state": "on", "attributes": ["brightness": 128, "friendly_name": "Kitchen", "state": "x"],
+                                   "last_changed": "2026-11-24T10:00:00+00:00"])
+        let first = m.sync("light.kitchen", full)
+        #expect(texts(first) == ["light/kitchen/brightness 128", "light/kitchen/friendly_name \"Kitchen\"", "light/kitchen/state on"])
+        let again = m.sync("light.kitchen", full)
+        #expect(again.isEmpty)   // nothing changed
+        // A compressed change: one attribute changes, one goes; the state stays.
+        let changed = m.topics(changing: "light.kitchen", by: ["+": ["a": ["brightness": 200]], "-": ["a": ["friendly_name"]]])
+        #expect(changed != nil)
+        let diff = m.sync("light.kitchen", changed)
+        #expect(texts(diff) == ["light/kitchen/brightness 200", "light/kitchen/friendly_name "])
+        // Gone: every topic cleared, and the entity forgotten.
+        let gone = m.sync("light.kitchen", nil)
+        #expect(texts(gone) == ["light/kitchen/brightness ", "light/kitchen/state "])
+        #expect(m.published.isEmpty)
+        let unknown = m.topics(changing: "light.kitchen", by: ["+": ["s": "off"]])
+        #expect(unknown == nil)
+    }
+
+    @Test func timestampsAndReservedNamesFollowTheSettings() {
+        var m = HAMirrorModel(publishAttributes: false, publishTimestamps: true)
+        let t = m.topics(compressed: ["s": "21.5", "a": ["unit": "°C"], "lc": 1_795_000_000.0])
+        #expect(t == ["state": "21.5", "last_changed": "2026-11-18T11:06:40Z", "last_updated": "2026-11-18T11:06:40Z"])
+        for k in ["set", "get", "result", "availability", "state", "last_changed", "last_updated", "a/b", ""] {
+            #expect(!HAMirrorModel.publishable(k), "\(k)")
+        }
+        #expect(HAMirrorModel.publishable("unit_of_measurement"))
+    }
+
+    @Test func aSnapshotClearsWhatIsNoLongerThereOrNoLongerMirrored() {
+        var m = HAMirrorModel(publishAttributes: true, publishTimestamps: false)
+        _ = m.sync("sensor.a", ["state": "1"])
+        _ = m.sync("sensor.b", ["state": "2"])
+        _ = m.sync("sensor.c", ["state": "3"])
+        #expect(m.gone(from: ["sensor.a": ["state": "1"], "sensor.c": ["state": "3"]], mirrored: { $0 != "sensor.c" }) == ["sensor.b", "sensor.c"])
     }
 }

@@ -3,7 +3,7 @@ import LIFXAdapter
 import Logging
 import SwitchyardCore
 import SwitchyardMQTT
-import SwitchyardSimulators
+import LIFXSimulators
 import SwitchyardTestSupport
 
 /// The bridge in-process with the real LIFX adapter, a real Mosquitto and the LIFX cloud simulator
@@ -28,11 +28,10 @@ final class LIFXHarness: Sendable {
         self.under = under
     }
 
-    static func start(configure: (inout LIFXSettings) -> Void = { _ in }, simToken: String = token,
-                      lights: [LIFXCloudSimulator.Light] = LIFXCloudSimulator.demoLights()) async throws -> LIFXHarness {
-        let broker = try await Broker.start()
+    static func with<R: Sendable>(configure: (inout LIFXSettings) -> Void = { _ in }, simToken: String = token,
+                                  lights: [LIFXCloudSimulator.Light] = LIFXCloudSimulator.demoLights(), clock: any BridgeClock = SystemClock(),
+                                  _ body: (LIFXHarness) async throws -> R) async throws -> R {
         let sim = try await LIFXCloudSimulator.start(token: simToken, lights: lights, scenes: LIFXCloudSimulator.demoScenes())
-        let base = uniqueBase()
         var settings = LIFXSettings()
         settings.token = token
         settings.apiURL = sim.apiURL
@@ -40,14 +39,14 @@ final class LIFXHarness: Sendable {
         settings.minInterval = 0.05
         settings.retryDelay = 0.05
         configure(&settings)
-        let under = try await BridgeUnderTest.start(broker: broker, base: base, subscribe: ["\(base)/#", "homeassistant/#"],
-                                                    adapter: LIFXAdapter(settings: settings))
-        return LIFXHarness(sim: sim, under: under)
-    }
-
-    func stop() async {
-        await under.stop()
-        await sim.stop()
+        return try await withTeardown {
+            try await BridgeUnderTest.with(subscribe: { ["\($0)/#", "homeassistant/#"] },
+                                           adapter: LIFXAdapter(settings: settings, clock: clock)) { under in
+                try await body(LIFXHarness(sim: sim, under: under))
+            }
+        } teardown: {
+            await sim.stop()
+        }
     }
 
     func topic(_ name: String) -> String { "\(base)/lifx/\(name)" }

@@ -1,6 +1,6 @@
 import Foundation
 import SwitchyardCore
-import SwitchyardSimulators
+import LIFXSimulators
 import SwitchyardTestSupport
 import Testing
 

@@ -3,7 +3,8 @@ import Foundation
 import Glibc
 @testable import NovaAdapter
 import Synchronization
-import SwitchyardSimulators
+import NovaSimulators
+import SwitchyardCore
 import Testing
 
 /// Byte-exact vectors from nova-ble.md §2.3 (the protocol doc and the SDK's NVCodecV1Tests).
@@ -84,55 +85,73 @@ import Testing
 
     @Test func oneInFlightFIFOAndWrappingIDs() async throws {
         let wire = Wire()
-        let link = NovaLink(ackTimeout: 5, write: { b in wire.written.withLock { $0.append(String(decoding: b, as: UTF8.self)) } },
-                            onProtocolError: { e in wire.errors.withLock { $0.append(e) } })
-        async let first = link.send(.light(warm: 255, cool: 255, timeoutMs: 10_000))
-        async let second = link.send(.off)
-        try await waitFor { wire.written.withLock { $0.count } == 1 }
-        try await Task.sleep(for: .milliseconds(50))
-        #expect(wire.written.withLock { $0 } == ["(00:L,FF,FF,2710)"])   // the second waits for the first ack
-        await link.received(Array("(00:A)".utf8))
-        try await waitFor { wire.written.withLock { $0.count } == 2 }
-        await link.received(Array("(01:A)".utf8))
-        if case .acked = await first {} else { Issue.record("first not acked") }
-        if case .acked = await second {} else { Issue.record("second not acked") }
-        #expect(wire.written.withLock { $0 } == ["(00:L,FF,FF,2710)", "(01:O)"])
-        #expect(wire.errors.withLock { $0 }.isEmpty)
-        // Ids wrap FF -> 00.
-        for i in 2...255 {
-            async let r = link.send(.ping)
-            try await waitFor { wire.written.withLock { $0.count } == i + 1 }
-            await link.received(Array("(\(NovaCodec.hex(i, 2)):A)".utf8))
-            _ = await r
+        try await withChildTasks { tasks in
+            let link = NovaLink(ackTimeout: 5, tasks: tasks, clock: ManualClock(),
+                                write: { b in wire.written.withLock { $0.append(String(decoding: b, as: UTF8.self)) } },
+                                onProtocolError: { e in wire.errors.withLock { $0.append(e) } })
+            async let first = link.send(.light(warm: 255, cool: 255, timeoutMs: 10_000))
+            try await waitFor { wire.written.withLock { $0.count } == 1 }
+            async let second = link.send(.off)
+            // The second is queued behind the first, not written, until the first is acked (the clock,
+            // a manual one, never moves: no timeout can let it go).
+            try await waitFor { await link.queue.count == 1 }
+            #expect(wire.written.withLock { $0 } == ["(00:L,FF,FF,2710)"])
+            await link.received(Array("(00:A)".utf8))
+            try await waitFor { wire.written.withLock { $0.count } == 2 }
+            await link.received(Array("(01:A)".utf8))
+            if case .acked = await first {} else { Issue.record("first not acked") }
+            if case .acked = await second {} else { Issue.record("second not acked") }
+            #expect(wire.written.withLock { $0 } == ["(00:L,FF,FF,2710)", "(01:O)"])
+            #expect(wire.errors.withLock { $0 }.isEmpty)
+            // Ids wrap FF -> 00.
+            for i in 2...255 {
+                async let r = link.send(.ping)
+                try await waitFor { wire.written.withLock { $0.count } == i + 1 }
+                await link.received(Array("(\(NovaCodec.hex(i, 2)):A)".utf8))
+                _ = await r
+            }
+            async let wrapped = link.send(.ping)
+            try await waitFor { wire.written.withLock { $0.last } == "(00:P)" }
+            await link.received(Array("(00:A)".utf8))
+            _ = await wrapped
         }
-        async let wrapped = link.send(.ping)
-        try await waitFor { wire.written.withLock { $0.last } == "(00:P)" }
-        await link.received(Array("(00:A)".utf8))
-        _ = await wrapped
     }
 
     @Test func anAckTimeoutFailsThatCommandOnlyAndABadAckAsksForADisconnect() async throws {
         let wire = Wire()
-        let link = NovaLink(ackTimeout: 0.2, write: { b in wire.written.withLock { $0.append(String(decoding: b, as: UTF8.self)) } },
-                            onProtocolError: { e in wire.errors.withLock { $0.append(e) } })
-        #expect(await link.send(.ping) == .timedOut)
-        async let next = link.send(.off)
-        try await waitFor { wire.written.withLock { $0.count } == 2 }
-        await link.received(Array("(01:A)".utf8))
-        if case .acked = await next {} else { Issue.record("the next command was not carried out after a timeout") }
-        await link.received(Array("(00:A)".utf8))          // a late ack: nothing awaits it
-        await link.received(Array("(0X:A)".utf8))          // malformed
-        #expect(wire.errors.withLock { $0 } == ["unexpected ack for id 00", "malformed ack \"(0X:A)\""])
-        async let pending = link.send(.ping)
-        try await waitFor { wire.written.withLock { $0.count } == 3 }
-        await link.close()
-        #expect(await pending == .disconnected)
-        #expect(await link.send(.ping) == .disconnected)
+        let clock = ManualClock()
+        try await withChildTasks { tasks in
+            let link = NovaLink(ackTimeout: 2, tasks: tasks, clock: clock,
+                                write: { b in wire.written.withLock { $0.append(String(decoding: b, as: UTF8.self)) } },
+                                onProtocolError: { e in wire.errors.withLock { $0.append(e) } })
+            async let timedOut = link.send(.ping)
+            // Its ack timer sleeps until 2 s; just before, nothing has happened.
+            try await waitFor { clock.sleeping == 1 }
+            clock.advance(by: .milliseconds(1999))
+            #expect(await link.awaiting != nil)
+            clock.advance(by: .milliseconds(1))
+            #expect(await timedOut == .timedOut)
+            async let next = link.send(.off)
+            try await waitFor { wire.written.withLock { $0.count } == 2 }
+            await link.received(Array("(01:A)".utf8))
+            if case .acked = await next {} else { Issue.record("the next command was not carried out after a timeout") }
+            await link.received(Array("(00:A)".utf8))          // a late ack: nothing awaits it
+            await link.received(Array("(0X:A)".utf8))          // malformed
+            #expect(wire.errors.withLock { $0 } == ["unexpected ack for id 00", "malformed ack \"(0X:A)\""])
+            // The first command's timer, still sleeping, must not end the one sent after it.
+            async let pending = link.send(.ping)
+            try await waitFor { wire.written.withLock { $0.count } == 3 }
+            clock.advance(by: .seconds(1))
+            #expect(await link.awaiting != nil)
+            await link.close()
+            #expect(await pending == .disconnected)
+            #expect(await link.send(.ping) == .disconnected)
+        }
     }
 
-    func waitFor(_ condition: @Sendable () -> Bool) async throws {
+    func waitFor(_ condition: @Sendable () async -> Bool) async throws {
         let deadline = Date().addingTimeInterval(10)
-        while !condition() {
+        while await !condition() {
             if Date() > deadline { throw CancellationError() }
             try await Task.sleep(for: .milliseconds(5))
         }
@@ -150,12 +169,27 @@ import Testing
 
     func hex(_ b: [UInt8]) -> String { b.map { String(format: "%02X", $0) }.joined(separator: " ") }
 
+    /// The next PDU the other side wrote to `fd`, waiting (without blocking a thread) up to 10 s.
+    func readPDU(_ fd: Int32) async throws -> [UInt8]? {
+        for _ in 0..<1000 {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if poll(&p, 1, 0) > 0 {
+                var buf = [UInt8](repeating: 0, count: 512)
+                let n = read(fd, &buf, buf.count)
+                return n > 0 ? Array(buf[0..<n]) : nil
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return nil
+    }
+
     @Test func discoveryAndTheNovaExchangeMatchTheRecording() async throws {
         let (central, peripheralFD) = try pair()
         let nova = NovaATTPeripheral(fd: peripheralFD)
         defer { nova.close() }   // each side closes its own descriptor when its link ends
         let notes = Mutex<[[UInt8]]>([])
         let client = ATTClient(fd: central, onNotification: { _, v in notes.withLock { $0.append(v) } }, onClose: { _ in })
+        client.start()
         defer { client.close() }
         let handles = try await client.discoverNova()
         #expect(handles == .init(request: 0x000E, response: 0x0010, cccd: 0x0011, mtu: 23))
@@ -164,31 +198,72 @@ import Testing
         #expect(nova.notificationsOn)
 
         let errors = Mutex<[String]>([])
-        let link = NovaLink(write: { try await client.write(handles.request, $0) }, onProtocolError: { e in errors.withLock { $0.append(e) } })
-        // The client's notifications feed the link (what the flash service wires up).
-        let feeder = Task {
-            var seen = 0
-            while !Task.isCancelled {
-                let batch = notes.withLock { Array($0.dropFirst(seen)) }
-                for v in batch { await link.received(v) }
-                seen += batch.count
-                try? await Task.sleep(for: .milliseconds(2))
+        try await withChildTasks { tasks in
+            let link = NovaLink(ackTimeout: 0.5, tasks: tasks, write: { try await client.write(handles.request, $0) },
+                                onProtocolError: { e in errors.withLock { $0.append(e) } })
+            // The client's notifications feed the link (what the flash service wires up).
+            tasks.spawn {
+                var seen = 0
+                while !Task.isCancelled {
+                    let batch = notes.withLock { Array($0.dropFirst(seen)) }
+                    for v in batch { await link.received(v) }
+                    seen += batch.count
+                    try? await Task.sleep(for: .milliseconds(2))
+                }
             }
+            if case .acked = await link.send(.ping) {} else { Issue.record("ping not acked") }
+            if case .acked = await link.send(.light(warm: 255, cool: 255, timeoutMs: 10_000)) {} else { Issue.record("light not acked") }
+            #expect(nova.light == NovaATTPeripheral.Light(warm: 255, cool: 255, timeoutMs: 10_000))
+            if case .acked = await link.send(.off) {} else { Issue.record("off not acked") }
+            #expect(nova.light == nil)
+            #expect(nova.received.suffix(3).map(hex) == ["12 0E 00 28 30 30 3A 50 29",
+                                                         "12 0E 00 28 30 31 3A 4C 2C 46 46 2C 46 46 2C 32 37 31 30 29",
+                                                         "12 0E 00 28 30 32 3A 4F 29"])
+            #expect(notes.withLock { $0 }.map { String(decoding: $0, as: UTF8.self) } == ["(00:A)", "(01:A)", "(02:A)"])
+            // A malformed ack asks for a disconnect.
+            nova.setBadAck(true)
+            _ = await link.send(.ping)   // times out: the bad ack is refused
+            #expect(errors.withLock { $0 } == ["malformed ack \"(03:X)\""])
         }
-        defer { feeder.cancel() }
-        if case .acked = await link.send(.ping) {} else { Issue.record("ping not acked") }
-        if case .acked = await link.send(.light(warm: 255, cool: 255, timeoutMs: 10_000)) {} else { Issue.record("light not acked") }
-        #expect(nova.light == NovaATTPeripheral.Light(warm: 255, cool: 255, timeoutMs: 10_000))
-        if case .acked = await link.send(.off) {} else { Issue.record("off not acked") }
-        #expect(nova.light == nil)
-        #expect(nova.received.suffix(3).map(hex) == ["12 0E 00 28 30 30 3A 50 29",
-                                                     "12 0E 00 28 30 31 3A 4C 2C 46 46 2C 46 46 2C 32 37 31 30 29",
-                                                     "12 0E 00 28 30 32 3A 4F 29"])
-        #expect(notes.withLock { $0 }.map { String(decoding: $0, as: UTF8.self) } == ["(00:A)", "(01:A)", "(02:A)"])
-        // A malformed ack asks for a disconnect.
-        nova.setBadAck(true)
-        _ = await link.send(.ping)   // times out: the bad ack is refused
-        #expect(errors.withLock { $0 } == ["malformed ack \"(03:X)\""])
+    }
+
+    /// Once the reader has closed the link's descriptor, its number may be the next socket's: closing
+    /// the client (or sending) then must not touch that socket. (It did: a simulator's HTTP connection
+    /// that got the number was shut down mid-request, "Server returned nothing".)
+    @Test func aClosedLinkNeverTouchesTheSocketThatReusesItsNumber() async throws {
+        // Both ends of a link: the bridge's ATT client and the simulated flash. Each closes its descriptor
+        // when the other side goes; `close()` afterwards must leave alone whatever has that number now.
+        for side in ["client", "peripheral"] {
+            var reused = false
+            for _ in 0..<300 where !reused {
+                let (mine, other) = try pair()
+                let ended = Mutex(false)
+                var closeIt: () -> Void = {}
+                var readerEnded: () -> Bool = { false }
+                if side == "client" {
+                    let client = ATTClient(fd: mine, onNotification: { _, _ in }, onClose: { _ in ended.withLock { $0 = true } })
+                    client.start()
+                    closeIt = { client.close() }
+                    readerEnded = { ended.withLock { $0 } }   // called after the descriptor is closed
+                } else {
+                    let nova = NovaATTPeripheral(fd: mine)
+                    closeIt = { nova.close() }
+                    readerEnded = { !nova.isOpen }           // set with the close, under one lock
+                }
+                close(other)   // the other side goes: the reader closes `mine`
+                for _ in 0..<500 where !readerEnded() { try await Task.sleep(for: .milliseconds(2)) }
+                #expect(readerEnded(), "\(side): the reader did not end")
+                let (a, b) = try pair()   // the lowest free numbers: very likely `mine` again
+                defer { close(a); close(b) }
+                guard a == mine || b == mine else { continue }
+                reused = true
+                closeIt()
+                // The new pair still works both ways: nobody shut it down.
+                #expect([UInt8](arrayLiteral: 1).withUnsafeBytes { send(a, $0.baseAddress, 1, Int32(MSG_NOSIGNAL)) } == 1, "\(side)")
+                #expect([UInt8](arrayLiteral: 2).withUnsafeBytes { send(b, $0.baseAddress, 1, Int32(MSG_NOSIGNAL)) } == 1, "\(side)")
+            }
+            #expect(reused, "\(side): no descriptor number was reused in 300 tries, nothing was shown")
+        }
     }
 
     @Test func peerRequestsAreAnsweredAndTheLinkCloseFailsPendingRequests() async throws {
@@ -196,6 +271,7 @@ import Testing
         defer { close(peer) }
         let closed = Mutex<Bool>(false)
         let client = ATTClient(fd: central, transactionTimeout: 30, onNotification: { _, _ in }, onClose: { _ in closed.withLock { $0 = true } })
+        client.start()
         // The peer asks us for its MTU and for a Read By Type: MTU 23, then Request Not Supported.
         _ = [UInt8]([0x02, 0x17, 0x00]).withUnsafeBytes { send(peer, $0.baseAddress, $0.count, 0) }
         _ = [UInt8]([0x08, 0x01, 0x00, 0xFF, 0xFF, 0x03, 0x28]).withUnsafeBytes { send(peer, $0.baseAddress, $0.count, 0) }
@@ -207,11 +283,13 @@ import Testing
         }
         #expect(answers == ["03 17 00", "01 08 00 00 06"])
         // A request that never gets its answer fails when the peer goes away.
-        let r = Task { try await client.request([0x0A, 0x01, 0x00]) }
-        try await Task.sleep(for: .milliseconds(50))
+        async let r = client.request([0x0A, 0x01, 0x00])
+        #expect(try await readPDU(peer).map(hex) == "0A 01 00")   // it is on the wire, unanswered
         shutdown(peer, Int32(SHUT_RDWR))
-        await #expect(throws: (any Error).self) { _ = try await r.value }
-        try await Task.sleep(for: .milliseconds(300))
+        let failed: Bool
+        do { _ = try await r; failed = false } catch { failed = true }
+        #expect(failed)
+        for _ in 0..<500 where !closed.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
         #expect(closed.withLock { $0 })
         client.close()
     }

@@ -5,8 +5,23 @@ import ImpAdapter
 import LIFXAdapter
 import LivecodingAdapter
 import NovaAdapter
+import SwitchyardCLI
 import SwitchyardConfig
 import SwitchyardCore
+import VirtualAdapter
+
+extension SwitchyardConfig {
+    /// A config read with the bridge's own registration list.
+    static func parse(yaml: String, file: String, environment: [String: String] = [:]) throws(ConfigErrors) -> SwitchyardConfig {
+        try parse(yaml: yaml, file: file, upstreams: SwitchyardCLI.upstreams, environment: environment)
+    }
+    var virtual: VirtualUpstream.Settings? { settings(VirtualUpstream()) }
+    var lifx: LIFXSettings? { settings(LIFXUpstream()) }
+    var imp: ImpSettings? { settings(ImpUpstream()) }
+    var livecoding: LivecodingSettings? { settings(LivecodingUpstream()) }
+    var ha: HAMirrorSettings? { settings(HomeAssistantUpstream()) }
+    var nova: NovaAdapterSettings? { settings(NovaUpstream()) }
+}
 
 @Suite struct ConfigTests {
     func problems(_ yaml: String, env: [String: String] = [:]) -> [ConfigProblem] {
@@ -159,10 +174,68 @@ import SwitchyardCore
 
     @Test func theExampleConfigIsValidAndItsDefaultsAreTheCodeDefaults() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let example = try SwitchyardConfig.load(path: root.appendingPathComponent("config.example.yaml").path, environment: [:])
+        let example = try SwitchyardConfig.load(path: root.appendingPathComponent("config.example.yaml").path, upstreams: upstreams,
+                                                environment: [:])
         var defaults = try SwitchyardConfig.parse(yaml: "", file: "empty.yaml", environment: [:])
         defaults.file = example.file
         #expect(example == defaults)
+        #expect(example.redactedJSON == defaults.redactedJSON)
+    }
+
+    /// Every registered upstream is documented: a commented block in config.example.yaml that is valid.
+    @Test func everyRegisteredUpstreamHasAValidExampleBlock() throws {
+        let env = ["LIFX_TOKEN": "x", "IMP_HALL_CLOCK": "abcdefABCDEF", "LIVECODING_SECRET": "s", "HA_TOKEN": "t"]
+        for u in upstreams {
+            let c = try SwitchyardConfig.parse(yaml: try exampleBlock(u.key), file: "example", environment: env)
+            #expect(c.upstreams.map(\.key) == [u.key])
+        }
+    }
+
+    /// The effective config on bridge/info is derived from the reading: nothing is written by hand, so a
+    /// key that holds a secret must show as `***` (or null) however it was read. The whole example, every
+    /// upstream at once, with a value for every secret.
+    @Test func everyKeyNamedLikeASecretIsRedacted() throws {
+        let env = ["LIFX_TOKEN": "lifx-\(UUID())", "IMP_HALL_CLOCK": "abcdefABCDEF", "LIVECODING_SECRET": "lc-\(UUID())",
+                   "HA_TOKEN": "ha-\(UUID())"]
+        var yaml = "mqtt: {username: u, password: \"mq-\(UUID())\"}\n"
+        for u in upstreams { yaml += try exampleBlock(u.key) + "\n" }
+        let c = try SwitchyardConfig.parse(yaml: yaml, file: "all", environment: env)
+        #expect(c.upstreams.count == upstreams.count)
+        var checked: [String] = []
+        func walk(_ v: JSONValue, _ path: String) {
+            switch v {
+            case .object(let o):
+                for (k, x) in o {
+                    let p = path.isEmpty ? k : "\(path).\(k)"
+                    if Self.looksSecret(k) {
+                        checked.append(p)
+                        #expect(x == "***" || x == .null, "\(p) is shown as \(x.serialized)")
+                    }
+                    walk(x, p)
+                }
+            case .array(let a): for x in a { walk(x, path) }
+            default: break
+            }
+        }
+        walk(c.redactedJSON, "")
+        #expect(Set(checked).isSuperset(of: ["mqtt.password", "lifx.token", "imp.devices.agent_id", "livecoding.client_secret", "ha.token"]))
+        let text = c.redactedJSON.serialized
+        #expect(c.secretValues.count >= 5)
+        for secret in c.secretValues { #expect(!text.contains(secret)) }
+        // And every key an upstream declares secret is shown as *** (its example gives it a value).
+        for u in upstreams {
+            for key in u.secretKeys {
+                var v: JSONValue? = c.redactedJSON[u.key]
+                for part in key.split(separator: ".") { v = v?.arrayValue?.first?[String(part)] ?? v?[String(part)] }
+                #expect(v == "***", "\(u.key).\(key) is declared secret but shows \(v?.serialized ?? "nothing")")
+            }
+        }
+    }
+
+    static func looksSecret(_ key: String) -> Bool {
+        let k = key.lowercased()
+        return ["token", "secret", "password", "passwd", "agent_id", "api_key", "apikey", "credential", "private_key"].contains { k.contains($0) }
+            && !k.hasSuffix("_file") && k != "token_store"
     }
 
     @Test func theLIFXSectionIsReadWithItsSecretAndNames() throws {

@@ -1,7 +1,8 @@
 import Foundation
 import Testing
+import SimulatorSupport
+import SwitchyardCore
 import SwitchyardHTTP
-import SwitchyardSimulators
 
 /// The libcurl client against a real loopback HTTP server.
 @Suite struct HTTPClientTests {
@@ -16,85 +17,104 @@ import SwitchyardSimulators
         ])
     }
 
+    /// The server for the body, stopped (and awaited) before the test goes on, whatever the body did.
+    static func withServer<R: Sendable>(_ body: (LoopbackHTTPServer) async throws -> R) async throws -> R {
+        let s = try await server()
+        return try await withTeardown { try await body(s) } teardown: { await s.stop() }
+    }
+
     @Test func getReturnsStatusHeadersAndBody() async throws {
-        let s = try await Self.server()
-        let c = HTTPClient()
-        let r = try await c.get("\(s.baseURL)/hello", headers: [("Authorization", "Bearer t0k")])
-        #expect(r.status == 200)
-        #expect(r.text == #"{"hello":"world"}"#)
-        #expect(r.headers["x-ratelimit-remaining"] == "119")
-        #expect(s.received.first?.headers["authorization"] == "Bearer t0k")
-        let missing = try await c.get("\(s.baseURL)/nope")
-        #expect(missing.status == 404)
-        c.shutdown()
-        await s.stop()
+        try await Self.withServer { s in
+            try await HTTPClient.withClient { c in
+                let r = try await c.get("\(s.baseURL)/hello", headers: [("Authorization", "Bearer t0k")])
+                #expect(r.status == 200)
+                #expect(r.text == #"{"hello":"world"}"#)
+                #expect(r.headers["x-ratelimit-remaining"] == "119")
+                #expect(s.received.first?.headers["authorization"] == "Bearer t0k")
+                let missing = try await c.get("\(s.baseURL)/nope")
+                #expect(missing.status == 404)
+            }
+        }
     }
 
     @Test func bodyArrivesExactlyWithTheMethod() async throws {
-        let s = try await Self.server()
-        let c = HTTPClient()
-        let body = #"{"power":"on","brightness":0.4}"#
-        let r = try await c.send(HTTPRequest(method: "PUT", url: "\(s.baseURL)/lights/all", headers: [("Content-Type", "application/json")],
-                                             body: Array(body.utf8)))
-        #expect(r.status == 207)
-        let got = try #require(s.received.first)
-        #expect(got.method == "PUT")
-        #expect(got.path == "/lights/all")
-        #expect(got.text == body)
-        #expect(got.headers["content-type"] == "application/json")
-        c.shutdown()
-        await s.stop()
+        try await Self.withServer { s in
+            try await HTTPClient.withClient { c in
+                let body = #"{"power":"on","brightness":0.4}"#
+                let r = try await c.send(HTTPRequest(method: "PUT", url: "\(s.baseURL)/lights/all", headers: [("Content-Type", "application/json")],
+                                                     body: Array(body.utf8)))
+                #expect(r.status == 207)
+                let got = try #require(s.received.first)
+                #expect(got.method == "PUT")
+                #expect(got.path == "/lights/all")
+                #expect(got.text == body)
+                #expect(got.headers["content-type"] == "application/json")
+            }
+        }
     }
 
     @Test func connectionsAreReused() async throws {
-        let s = try await Self.server()
-        let c = HTTPClient()
-        let first = try await c.get("\(s.baseURL)/hello")
-        let second = try await c.get("\(s.baseURL)/hello")
-        #expect(first.newConnections == 1)
-        #expect(second.newConnections == 0)
-        c.shutdown()
-        await s.stop()
+        try await Self.withServer { s in
+            try await HTTPClient.withClient { c in
+                let first = try await c.get("\(s.baseURL)/hello")
+                let second = try await c.get("\(s.baseURL)/hello")
+                #expect(first.newConnections == 1)
+                #expect(second.newConnections == 0)
+            }
+        }
     }
 
     @Test func manyConcurrentRequestsAllComplete() async throws {
-        let s = try await Self.server()
-        let c = HTTPClient()
-        let statuses = try await withThrowingTaskGroup(of: Int.self) { g in
-            for _ in 0..<40 { g.addTask { try await c.get("\(s.baseURL)/hello").status } }
-            return try await g.reduce(into: [Int]()) { $0.append($1) }
+        try await Self.withServer { s in
+            try await HTTPClient.withClient { c in
+                let statuses = try await withThrowingTaskGroup(of: Int.self) { g in
+                    for _ in 0..<40 { g.addTask { try await c.get("\(s.baseURL)/hello").status } }
+                    return try await g.reduce(into: [Int]()) { $0.append($1) }
+                }
+                #expect(statuses.count == 40 && statuses.allSatisfy { $0 == 200 })
+            }
         }
-        #expect(statuses.count == 40 && statuses.allSatisfy { $0 == 200 })
-        c.shutdown()
-        await s.stop()
     }
 
     @Test func timeoutsAndRefusedConnectionsAreTypedErrors() async throws {
-        let s = try await Self.server()
-        let c = HTTPClient()
-        await #expect(throws: HTTPError.self) { _ = try await c.get("\(s.baseURL)/slow", timeout: 0.3) }
-        do {
-            _ = try await c.get("\(s.baseURL)/slow", timeout: 0.3)
-        } catch let e as HTTPError {
-            #expect(e.kind == .timeout)
+        try await HTTPClient.withClient { c in
+            try await Self.withServer { s in
+                await #expect(throws: HTTPError.self) { _ = try await c.get("\(s.baseURL)/slow", timeout: 0.3) }
+                let e = await #expect(throws: HTTPError.self) { _ = try await c.get("\(s.baseURL)/slow", timeout: 0.3) }
+                #expect(e?.kind == .timeout)
+            }
+            let e = await #expect(throws: HTTPError.self) { _ = try await c.get("http://127.0.0.1:1/", timeout: 5) }
+            #expect(e?.kind == .connection)
         }
-        await s.stop()
-        do {
-            _ = try await c.get("http://127.0.0.1:1/", timeout: 5)
-            Issue.record("connected to port 1")
-        } catch let e as HTTPError {
-            #expect(e.kind == .connection)
-        }
-        c.shutdown()
     }
 
     @Test func injectedFailuresComeBackAsStatuses() async throws {
-        let s = try await Self.server()
-        let c = HTTPClient()
-        s.injectFailures([503])
-        #expect(try await c.get("\(s.baseURL)/hello").status == 503)
-        #expect(try await c.get("\(s.baseURL)/hello").status == 200)
-        c.shutdown()
-        await s.stop()
+        try await Self.withServer { s in
+            try await HTTPClient.withClient { c in
+                s.injectFailures([503])
+                let injected = try await c.get("\(s.baseURL)/hello")
+                let next = try await c.get("\(s.baseURL)/hello")
+                #expect(injected.status == 503)
+                #expect(next.status == 200)
+            }
+        }
+    }
+
+    /// The client's thread lives exactly as long as `withClient`: it starts inside, and has ended (its
+    /// kept-alive connections closed with the multi handle) when `withClient` returns.
+    @Test func nothingOutlivesWithClient() async throws {
+        try await Self.withServer { s in
+            let tid = try await HTTPClient.withClient { c in
+                _ = try await c.get("\(s.baseURL)/hello")
+                let tid = c.threadID
+                #expect(tid > 0 && FileManager.default.fileExists(atPath: "/proc/self/task/\(tid)"))
+                return tid
+            }
+            // The thread signals its end as its last act and is gone moments later.
+            for _ in 0..<500 where FileManager.default.fileExists(atPath: "/proc/self/task/\(tid)") {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(!FileManager.default.fileExists(atPath: "/proc/self/task/\(tid)"), "the curl thread outlived withClient")
+        }
     }
 }

@@ -13,6 +13,8 @@ actor ScriptedAdapter: Adapter {
     var refreshes: [String] = []
     var failWith: String?
     var context: AdapterContext?
+    /// True while `run` runs: the engine must have ended it when it stops the adapter.
+    var running = false
 
     init(id: String = "test", devices: [DeviceDescriptor], initial: [String: [String: JSONValue]] = [:]) {
         self.id = id
@@ -26,6 +28,8 @@ actor ScriptedAdapter: Adapter {
     }
 
     func run(context: AdapterContext) async throws {
+        running = true
+        defer { running = false }
         self.context = context
         await context.setDevices(devices, authoritative: false)
         for d in devices { await context.update(d.id, initial[d.id] ?? ["state": "OFF", "brightness": 50]) }
@@ -55,43 +59,14 @@ actor ScriptedAdapter: Adapter {
     func emit(_ type: String) async { await context?.event(type, ["from": "test"]) }
 }
 
-/// The bridge in-process over a real broker: real transport, real engine, a scripted adapter.
-final class TestBridge: Sendable {
-    let transport: MosquittoTransport
-    let engine: BridgeEngine
-    let adapter: ScriptedAdapter
-    let runTask: Task<Void, Never>
-
-    private init(transport: MosquittoTransport, engine: BridgeEngine, adapter: ScriptedAdapter, runTask: Task<Void, Never>) {
-        self.transport = transport
-        self.engine = engine
-        self.adapter = adapter
-        self.runTask = runTask
-    }
-
-    static func start(port: Int, base: String, adapter: ScriptedAdapter, clientID: String? = nil, minDelay: Double = 0.1,
-                      maxDelay: Double = 1, maxPayload: Int = 256 * 1024, protocolVersion: Int = 4) async -> TestBridge {
-        var logger = Logger(label: "test")
-        logger.logLevel = .critical
-        let settings = MQTTSettings(host: "127.0.0.1", port: port, protocolVersion: protocolVersion, clientID: clientID ?? "switchyard-\(base)",
-                                    keepalive: 10, stateTopic: "\(base)/bridge/state", reconnectMinDelay: minDelay,
-                                    reconnectMaxDelay: maxDelay, connectTimeout: 5)
-        let transport = MosquittoTransport(settings: settings, logger: logger)
-        let engine = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: base), version: "test", maxPayload: maxPayload,
-                                                           healthInterval: 3600, reannounceDelay: 0.1...0.3),
-                                  transport: transport, logger: logger)
-        transport.start()
-        await engine.setInfo(["broker": .string("mqtt://127.0.0.1:\(port)")])
-        await engine.start(adapters: [adapter])
-        let task = Task { await engine.run() }
-        return TestBridge(transport: transport, engine: engine, adapter: adapter, runTask: task)
-    }
-
-    /// Clean shutdown, in the runtime's order.
-    func stop() async {
-        runTask.cancel()
-        await engine.shutdown()
-        await transport.stop(timeout: 5)
+extension InProcessBridge {
+    /// The bridge in-process with one scripted adapter.
+    @discardableResult
+    static func with<R: Sendable>(port: Int, base: String, adapter: ScriptedAdapter, options: Options = Options(),
+                                  _ body: (InProcessBridge) async throws -> R) async throws -> R {
+        var o = options
+        o.info = ["broker": .string("mqtt://127.0.0.1:\(port)")]
+        return try await with(port: port, base: base, adapters: [adapter], options: o, body)
     }
 }
 

@@ -29,37 +29,43 @@ import SwitchyardTestSupport
         let broker = try await Broker.start()
         let base = uniqueBase()
         let adapter = ScriptedAdapter(devices: [ScriptedAdapter.lamp()])
-        let bridge = await TestBridge.start(port: broker.port, base: base, adapter: adapter, protocolVersion: 5)
-        let probe = try await MQTTProbe.connect(port: broker.port, protocolVersion: 5)
-        try await probe.subscribe("\(base)/#")
-        try await probe.waitFor(topic: "\(base)/test/lamp/availability", payload: "online")
-        let old = Timestamp.rfc3339(Date().addingTimeInterval(-120))
-        probe.publish("\(base)/test/lamp/set", #"{"brightness": 1}"#, userProperties: ["timestamp": old])
-        probe.publish("\(base)/test/lamp/set", #"{"brightness": 2}"#, userProperties: ["timestamp": Timestamp.rfc3339(Date())])
-        try await probe.waitFor(topic: "\(base)/test/lamp", payload: #"{"brightness":2,"state":"OFF"}"#)
-        let errors = probe.logErrors(base)
-        #expect(errors.count == 1)
-        #expect(errors.first?["message"]?.stringValue?.contains("over mqtt.command_max_age") == true)
-        #expect(await adapter.commands.map(\.fields) == [["brightness": 2]])
-        await bridge.stop()
+        var options = InProcessBridge.Options()
+        options.protocolVersion = 5
+        try await InProcessBridge.with(port: broker.port, base: base, adapter: adapter, options: options) { _ in
+            let probe = try await MQTTProbe.connect(port: broker.port, protocolVersion: 5)
+            try await probe.subscribe("\(base)/#")
+            try await probe.waitFor(topic: "\(base)/test/lamp/availability", payload: "online")
+            let old = Timestamp.rfc3339(Date().addingTimeInterval(-120))
+            probe.publish("\(base)/test/lamp/set", #"{"brightness": 1}"#, userProperties: ["timestamp": old])
+            probe.publish("\(base)/test/lamp/set", #"{"brightness": 2}"#, userProperties: ["timestamp": Timestamp.rfc3339(Date())])
+            try await probe.waitFor(topic: "\(base)/test/lamp", payload: #"{"brightness":2,"state":"OFF"}"#)
+            let errors = probe.logErrors(base)
+            #expect(errors.count == 1)
+            #expect(errors.first?["message"]?.stringValue?.contains("over mqtt.command_max_age") == true)
+            #expect(await adapter.commands.map(\.fields) == [["brightness": 2]])
+        }
     }
 
     @Test func healthReportsTheConnectionAndTheAdapters() async throws {
         let broker = try await Broker.start()
         let base = uniqueBase()
-        let bridge = await TestBridge.start(port: broker.port, base: base, adapter: ScriptedAdapter(devices: [ScriptedAdapter.lamp()]))
-        let probe = try await MQTTProbe.connect(port: broker.port)
-        try await probe.subscribe("\(base)/bridge/health")
-        try await waitUntil("connected") { bridge.transport.stats().connected }
-        await bridge.engine.publishHealth()
-        let h = try JSONValue.parse(try await probe.waitFor(topic: "\(base)/bridge/health").payload)
-        #expect(h["mqtt"]?["connected"] == true)
-        #expect(h["mqtt"]?["dropped"] == 0)
-        #expect((h["mqtt"]?["published"]?.intValue ?? 0) > 5)
-        #expect((h["rss_bytes"]?.intValue ?? 0) > 1_000_000)
-        #expect(h["adapters"]?["test"]?["status"] == "running")
-        #expect(h["adapters"]?["test"]?["devices"] == 1)
-        await bridge.stop()
+        try await InProcessBridge.with(port: broker.port, base: base, adapter: ScriptedAdapter(devices: [ScriptedAdapter.lamp()])) { bridge in
+            let probe = try await MQTTProbe.connect(port: broker.port)
+            try await probe.subscribe("\(base)/#")
+            // The adapter has listed its device and said it runs (each publish is in the outbox when the call returns).
+            try await probe.waitFor(topic: "\(base)/test/lamp/availability", payload: "online")
+            try await probe.waitFor("the adapter running") { ms in
+                ms.contains { $0.topic == "\(base)/bridge/info" && $0.payload.contains(#""test":"running""#) }
+            }
+            await bridge.engine.publishHealth()
+            let h = try JSONValue.parse(try await probe.waitFor(topic: "\(base)/bridge/health").payload)
+            #expect(h["mqtt"]?["connected"] == true)
+            #expect(h["mqtt"]?["dropped"] == 0)
+            #expect((h["mqtt"]?["published"]?.intValue ?? 0) > 5)
+            #expect((h["rss_bytes"]?.intValue ?? 0) > 1_000_000)
+            #expect(h["adapters"]?["test"]?["status"] == "running")
+            #expect(h["adapters"]?["test"]?["devices"] == 1)
+        }
     }
 }
 
@@ -91,6 +97,7 @@ import SwitchyardTestSupport
         cafile \(certs.path)/ca.crt
         certfile \(certs.path)/server.crt
         keyfile \(certs.path)/server.key
+        log_type information
         """)
         var logger = Logger(label: "t")
         logger.logLevel = .critical
@@ -106,7 +113,8 @@ import SwitchyardTestSupport
         // The system store does not know our CA: verification fails, it never connects.
         let untrusted = transport(ca: nil)
         untrusted.start()
-        await TestEnvironment.sleep(1.5)
+        // The broker sees our client abandon the handshake (it refuses the certificate), attempt after attempt.
+        try await waitUntil("two abandoned handshakes") { tlsBroker.log.components(separatedBy: "Client connection from 127.0.0.1 failed").count > 2 }
         #expect(!untrusted.stats().connected)
         #expect(untrusted.stats().connects == 0)
         await untrusted.stop(timeout: 0.5)

@@ -4,36 +4,60 @@ import SwitchyardCore
 import SwitchyardMQTT
 
 /// The bridge in-process over a real broker: the real transport and engine with the given adapters,
-/// quiet logging, the runtime's shutdown order. Adapter test suites build their harness on this.
+/// quiet logging, the runtime's shutdown order. The one in-process helper every suite builds on.
+///
+/// It exists only inside `with { bridge in … }`: the engine runs as a child task of that call, and
+/// before it returns (also when the body throws) the adapters have stopped, every device is `offline`
+/// and the transport has drained and disconnected. No test leaves a bridge running behind it.
 public final class InProcessBridge: Sendable {
+    public struct Options: Sendable {
+        public var clientID: String?
+        public var minDelay = 0.1
+        public var maxDelay = 1.0
+        public var maxPayload = 256 * 1024
+        public var protocolVersion = 4
+        public var reannounceDelay: ClosedRange<Double> = 0.1...0.3
+        public var info: JSONValue = .object([:])
+        public var discovery = true
+        /// Non-retained messages the outbox keeps while disconnected.
+        public var maxEvents = 10_000
+        public init() {}
+    }
+
     public let transport: MosquittoTransport
     public let engine: BridgeEngine
-    let runTask: Task<Void, Never>
 
-    private init(transport: MosquittoTransport, engine: BridgeEngine, runTask: Task<Void, Never>) {
+    private init(transport: MosquittoTransport, engine: BridgeEngine) {
         self.transport = transport
         self.engine = engine
-        self.runTask = runTask
     }
 
-    public static func start(port: Int, base: String, adapters: [any Adapter], info: JSONValue = .object([:])) async -> InProcessBridge {
+    @discardableResult
+    public static func with<R: Sendable>(port: Int, base: String, adapters: [any Adapter], options: Options = Options(),
+                                         _ body: (InProcessBridge) async throws -> R) async throws -> R {
         var logger = Logger(label: "test-bridge")
         logger.logLevel = .critical
-        let transport = MosquittoTransport(settings: MQTTSettings(host: "127.0.0.1", port: port, clientID: "switchyard-\(base)", keepalive: 10,
-                                                                  stateTopic: "\(base)/bridge/state", reconnectMinDelay: 0.1,
-                                                                  reconnectMaxDelay: 1, connectTimeout: 5), logger: logger)
-        let engine = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: base), version: "test", healthInterval: 3600),
+        let transport = MosquittoTransport(settings: MQTTSettings(host: "127.0.0.1", port: port, protocolVersion: options.protocolVersion,
+                                                                  clientID: options.clientID ?? "switchyard-\(base)", keepalive: 10,
+                                                                  stateTopic: "\(base)/bridge/state",
+                                                                  maxEvents: options.maxEvents, reconnectMinDelay: options.minDelay,
+                                                                  reconnectMaxDelay: options.maxDelay, connectTimeout: 5), logger: logger)
+        let engine = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: base), discovery: options.discovery, version: "test",
+                                                           maxPayload: options.maxPayload,
+                                                           healthInterval: 3600, reannounceDelay: options.reannounceDelay),
                                   transport: transport, logger: logger)
         transport.start()
-        await engine.setInfo(info)
-        await engine.start(adapters: adapters)
-        return InProcessBridge(transport: transport, engine: engine, runTask: Task { await engine.run() })
-    }
-
-    public func stop() async {
-        runTask.cancel()
-        await engine.shutdown()
-        await transport.stop(timeout: 5)
+        await engine.setInfo(options.info)
+        let bridge = InProcessBridge(transport: transport, engine: engine)
+        return try await withThrowingTaskGroup(of: Void.self, returning: R.self) { group in
+            group.addTask { await engine.run(adapters: adapters) }
+            let result: Result<R, any Error>
+            do { result = .success(try await body(bridge)) } catch { result = .failure(error) }
+            group.cancelAll()
+            try? await group.waitForAll()
+            await transport.stop(timeout: 5)
+            return try result.get()
+        }
     }
 }
 
@@ -41,7 +65,8 @@ public final class InProcessBridge: Sendable {
 public func uniqueBase() -> String { "sy\(UUID().uuidString.prefix(6).lowercased())" }
 
 /// What every adapter suite sets up around its simulator: a real broker, the bridge in-process with
-/// the adapter, and a probe subscribed to what users see. `stop` takes them down in that order.
+/// the adapter, and a probe subscribed to what users see. Like the bridge, it exists only inside
+/// `with`, which takes it all down (bridge, probe, broker) before it returns.
 public final class BridgeUnderTest: Sendable {
     public let broker: Broker
     public let bridge: InProcessBridge
@@ -55,17 +80,17 @@ public final class BridgeUnderTest: Sendable {
         self.base = base
     }
 
-    public static func start(broker: Broker, base: String, subscribe: [String], adapter: any Adapter,
-                             info: JSONValue = .object([:])) async throws -> BridgeUnderTest {
+    @discardableResult
+    public static func with<R: Sendable>(base: String = uniqueBase(), subscribe: (String) -> [String], adapter: any Adapter,
+                                         options: InProcessBridge.Options = InProcessBridge.Options(),
+                                         _ body: (BridgeUnderTest) async throws -> R) async throws -> R {
+        let broker = try await Broker.start()
+        defer { broker.stop() }
         let probe = try await MQTTProbe.connect(port: broker.port)
-        try await probe.subscribe(subscribe)
-        let bridge = await InProcessBridge.start(port: broker.port, base: base, adapters: [adapter], info: info)
-        return BridgeUnderTest(broker: broker, bridge: bridge, probe: probe, base: base)
-    }
-
-    public func stop() async {
-        await bridge.stop()
-        probe.close()
-        broker.stop()
+        defer { probe.close() }
+        try await probe.subscribe(subscribe(base))
+        return try await InProcessBridge.with(port: broker.port, base: base, adapters: [adapter], options: options) { bridge in
+            try await body(BridgeUnderTest(broker: broker, bridge: bridge, probe: probe, base: base))
+        }
     }
 }

@@ -26,6 +26,8 @@ public final class MQTTProbe: @unchecked Sendable {
     let filters = Mutex<[String]>([])
     /// The rc of the last disconnect (libmosquitto's), for error messages.
     let lastDisconnect = Atomic<Int32>(-1)
+    /// Message ids the broker has acknowledged (PUBACK for QoS 1).
+    let acked = Mutex<Set<Int32>>([])
 
     public init(port: Int, clientID: String = "probe-\(UUID().uuidString.prefix(8))", protocolVersion: Int = 4) throws {
         _ = Self.initialised
@@ -38,6 +40,7 @@ public final class MQTTProbe: @unchecked Sendable {
         mosquitto_message_callback_set(h, ProbeCallbacks.onMessage)
         mosquitto_subscribe_callback_set(h, ProbeCallbacks.onSubscribe)
         mosquitto_disconnect_callback_set(h, ProbeCallbacks.onDisconnect)
+        mosquitto_publish_callback_set(h, ProbeCallbacks.onPublish)
         guard mosquitto_loop_start(h) == MOSQ_ERR_SUCCESS.rawValue else { throw TestError("loop_start failed") }
         guard mosquitto_connect_async(h, "127.0.0.1", Int32(port), 30) == MOSQ_ERR_SUCCESS.rawValue else { throw TestError("connect failed") }
     }
@@ -91,6 +94,20 @@ public final class MQTTProbe: @unchecked Sendable {
         }
     }
 
+    /// Publishes at QoS 1 and returns once the broker has acknowledged it (PUBACK): then it is the
+    /// broker's (in a subscriber's session, or retained), whatever happens to the publisher.
+    public func publishAcknowledged(_ topic: String, _ payload: String, retain: Bool = false, timeout: Double = 30) async throws {
+        var mid: Int32 = 0
+        let bytes = Array(payload.utf8)
+        let rc = bytes.withUnsafeBytes { b in mosquitto_publish(handle, &mid, topic, Int32(b.count), b.baseAddress, 1, retain) }
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw TestError("publish \(topic) failed: \(String(cString: mosquitto_strerror(rc)))") }
+        let deadline = Date().addingTimeInterval(timeout)
+        while !acked.withLock({ $0.contains(mid) }) {
+            if Date() > deadline { throw TestError("no PUBACK for \(topic) in \(timeout) s") }
+            await TestEnvironment.sleep(0.005)
+        }
+    }
+
     public var messages: [Message] { received.withLock { $0 } }
     public func clear() { received.withLock { $0.removeAll() } }
 
@@ -136,6 +153,10 @@ enum ProbeCallbacks {
         let probe = Unmanaged<MQTTProbe>.fromOpaque(obj).takeUnretainedValue()
         probe.connected.store(false, ordering: .relaxed)
         probe.lastDisconnect.store(rc, ordering: .relaxed)
+    }
+    static let onPublish: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32) -> Void = { _, obj, mid in
+        guard let obj else { return }
+        _ = Unmanaged<MQTTProbe>.fromOpaque(obj).takeUnretainedValue().acked.withLock { $0.insert(mid) }
     }
     static let onSubscribe: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32, Int32, UnsafePointer<Int32>?) -> Void = { _, obj, _, _, _ in
         guard let obj else { return }

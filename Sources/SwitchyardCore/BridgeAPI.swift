@@ -1,0 +1,103 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The bridge's own requests (`<base>/bridge/request/<path>` → `<base>/bridge/response/<path>`): the
+/// pure parts, unit-tested apart from the engine.
+public enum BridgeAPI {
+    public static let known = ["health_check", "devices/refresh", "config/reload", "republish"]
+
+    /// A request's payload: empty or a JSON value, and its `transaction` if any.
+    public static func parse(_ payload: [UInt8]) -> Result<(body: JSONValue, transaction: JSONValue?), AdapterError> {
+        let text = String(decoding: payload, as: UTF8.self).trimmingWhitespace()
+        guard !text.isEmpty else { return .success((.object([:]), nil)) }
+        guard let v = try? JSONValue.parse(text) else { return .failure(AdapterError("malformed JSON in request")) }
+        return .success((v, v["transaction"]))
+    }
+
+    /// What `bridge/response/<path>` carries.
+    public static func response(_ result: Result<JSONValue, AdapterError>, transaction: JSONValue?) -> JSONValue {
+        var o: [String: JSONValue]
+        switch result {
+        case .success(let data): o = ["status": "ok", "data": data]
+        case .failure(let e): o = ["status": "error", "error": .string(e.message)]
+        }
+        if let transaction { o["transaction"] = transaction }
+        return .object(o)
+    }
+
+    /// The `bridge/health` payload.
+    public static func health(uptime: Double, rss: Int?, transport s: TransportStats, adapters: [String: JSONValue]) -> JSONValue {
+        [
+            "uptime": .number(uptime),
+            "rss_bytes": rss.map { JSONValue($0) } ?? .null,
+            "mqtt": [
+                "connected": .bool(s.connected), "outbox": JSONValue(s.outbox), "dropped": JSONValue(s.dropped),
+                "published": JSONValue(s.published), "received": JSONValue(s.received), "connects": JSONValue(s.connects),
+            ],
+            "adapters": .object(adapters),
+        ]
+    }
+}
+
+extension BridgeEngine {
+    func handleRequest(path: String, payload: [UInt8]) {
+        switch BridgeAPI.parse(payload) {
+        case .failure(let e):
+            respond(path, .failure(e), transaction: nil)
+            log(.error, e.message, topic: scheme.bridge("request/\(path)"))
+        case .success(let (body, transaction)):
+            // Answered by a child of `run`: a request that waits on an adapter holds up nothing else.
+            if case .terminated = controlQueue.yield(.request(path: path, body: body, transaction: transaction)) {
+                respond(path, .failure(AdapterError("the bridge is stopping")), transaction: transaction)
+            }
+        }
+    }
+
+    func serveRequest(path: String, body: JSONValue, transaction: JSONValue?) async {
+        let result: Result<JSONValue, AdapterError>
+        do {
+            result = .success(try await answer(path: path.lowercased(), body: body))
+        } catch let e as AdapterError {
+            result = .failure(e)
+        } catch {
+            result = .failure(AdapterError("\(error)"))
+        }
+        if case .failure(let e) = result { log(.error, "request \(path) failed: \(e.message)", topic: scheme.bridge("request/\(path)")) }
+        respond(path, result, transaction: transaction)
+    }
+
+    func respond(_ path: String, _ result: Result<JSONValue, AdapterError>, transaction: JSONValue?) {
+        transport.publish(scheme.response(path), json: BridgeAPI.response(result, transaction: transaction), qos: 1, retain: false)
+    }
+
+    func answer(path: String, body: JSONValue) async throws -> JSONValue {
+        switch path {
+        case "health_check":
+            return ["healthy": true, "uptime": .number(uptime)]
+        case "devices/refresh":
+            var refreshed: [JSONValue] = []
+            for id in slotOrder {
+                guard let slot = slots[id] else { continue }
+                try await slot.adapter.refreshAll(context: slot.hosted.context)
+                refreshed.append(.string(id))
+            }
+            return ["adapters": .array(refreshed), "devices": JSONValue(slots.values.reduce(0) { $0 + $1.registry.devices.count })]
+        case "config/reload":
+            guard let reloader else { throw AdapterError("config reload is not available") }
+            return try await reloader()
+        case "republish":
+            republishAll()
+            return ["republished": true]
+        default:
+            let parts = path.split(separator: "/", maxSplits: 1).map(String.init)
+            if parts.count == 2, let slot = slots[parts[0]],
+               let data = try await slot.adapter.request(path: parts[1], payload: body, context: slot.hosted.context) {
+                return data
+            }
+            throw AdapterError("unknown request '\(path)' (known: \(BridgeAPI.known.joined(separator: ", ")))")
+        }
+    }
+}

@@ -1,0 +1,200 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Logging
+
+/// What adapters ask of the engine (through `AdapterContext`), and the engine's own publishing.
+extension BridgeEngine {
+    // MARK: from adapters (each call names the adapter instance it comes from: a stopped one is ignored)
+
+    /// The slot of this adapter instance, while it is the running one and the engine is not stopping.
+    func current(_ adapterID: String, _ generation: UInt64) -> Slot? {
+        guard let slot = slots[adapterID], slot.generation == generation, !stopped else { return nil }
+        return slot
+    }
+
+    func setDevices(_ adapterID: String, _ generation: UInt64, _ listed: [DeviceDescriptor], authoritative: Bool,
+                    available: [String: Bool]) {
+        guard let slot = current(adapterID, generation) else { return }
+        var out: [RegistryOutput] = []
+        if slot.registry.setDevices(listed, authoritative: authoritative, available: available, into: &out) {
+            emit(out)
+            publishDeviceList()
+            updateSubscriptions()
+        } else {
+            emit(out)
+        }
+        settle(adapterID, generation)
+    }
+
+    func update(_ adapterID: String, _ generation: UInt64, _ deviceID: String, _ fields: [String: JSONValue]) {
+        guard let slot = current(adapterID, generation), let p = slot.registry.update(deviceID, fields) else { return }
+        publish(p)
+    }
+
+    func setAvailable(_ adapterID: String, _ generation: UInt64, _ deviceID: String, _ available: Bool) {
+        guard let slot = current(adapterID, generation), let p = slot.registry.setAvailable(deviceID, available) else { return }
+        publish(p)
+    }
+
+    func setStatus(_ adapterID: String, _ generation: UInt64, _ status: AdapterStatus) {
+        guard let slot = current(adapterID, generation), slot.status != status else { return }
+        let was = slot.status
+        slot.status = status
+        if case .error(let r) = status {
+            log(.error, "\(adapterID): \(r)", metadata: ["adapter": "\(adapterID)"])
+            publishEvent("adapter_error", ["adapter": .string(adapterID), "error": .string(r)])
+        } else if case .error = was, status == .running {
+            publishEvent("upstream_recovered", ["adapter": .string(adapterID)])
+        }
+        publishInfo()
+        // Disabled or failing: no listing is coming for now; held commands get their answer.
+        if status != .starting && status != .running { settle(adapterID, generation) }
+    }
+
+    func recordRequest(_ adapterID: String, _ generation: UInt64, error: String?) {
+        guard let slot = current(adapterID, generation) else { return }
+        slot.requests += 1
+        if let error { slot.errors += 1; slot.lastError = error } else { slot.lastOK = Date() }
+    }
+
+    func mirrorPublish(_ adapterID: String, _ generation: UInt64, _ messages: [MirrorMessage]) {
+        guard current(adapterID, generation) != nil else { return }
+        for m in messages { transport.publish("\(scheme.base)/\(adapterID)/\(m.relative)", m.payload, qos: 1, retain: m.retain) }
+    }
+
+    func setMirrorAvailable(_ adapterID: String, _ generation: UInt64, _ available: Bool) {
+        guard let slot = current(adapterID, generation), slot.mirrorAvailable != available else { return }
+        slot.mirrorAvailable = available
+        transport.publish("\(scheme.base)/\(adapterID)/availability", available ? "online" : "offline", qos: 1, retain: true)
+    }
+
+    func setMetrics(_ adapterID: String, _ generation: UInt64, _ metrics: [String: JSONValue]) {
+        current(adapterID, generation)?.metrics = metrics
+    }
+
+    func adapterLog(_ adapterID: String, _ generation: UInt64, _ level: BridgeLogLevel, _ message: String, deviceID: String?) {
+        guard let slot = current(adapterID, generation) else { return }
+        var topic: String?
+        var meta: Logger.Metadata = ["adapter": "\(adapterID)"]
+        if let deviceID, let rec = slot.registry.devices[deviceID] {
+            topic = scheme.device(adapter: adapterID, name: rec.name)
+            meta["device"] = "\(rec.name)"
+        }
+        log(level, message, topic: topic, metadata: meta)
+    }
+
+    func adapterEvent(_ adapterID: String, _ generation: UInt64, _ type: String, _ data: [String: JSONValue]) {
+        guard current(adapterID, generation) != nil else { return }
+        publishEvent(type, data)
+    }
+
+    func currentState(_ adapterID: String, _ deviceID: String) -> [String: JSONValue]? {
+        slots[adapterID]?.registry.devices[deviceID]?.state
+    }
+
+    // MARK: publishing
+
+    func publish(_ p: Publication) { transport.publish(p.topic, p.payload, qos: p.qos, retain: p.retain) }
+
+    func emit(_ outputs: [RegistryOutput]) {
+        for o in outputs {
+            switch o {
+            case .publish(let p): publish(p)
+            case .log(let level, let message): log(level, message)
+            }
+        }
+    }
+
+    /// One error, the same words on bridge/log, in the process log and on `<device>/result`.
+    func reportError(_ message: String, topic: String, transaction: JSONValue?, resultTopic: String?) {
+        log(.error, message, topic: topic)
+        if let transaction, let resultTopic {
+            transport.publish(resultTopic, json: ["transaction": transaction, "status": "error", "error": .string(message)], qos: 1, retain: false)
+        }
+    }
+
+    public func log(_ level: BridgeLogLevel, _ message: String, topic: String? = nil, metadata: Logger.Metadata = [:]) {
+        var o: [String: JSONValue] = ["level": .string(level.rawValue), "message": .string(message)]
+        var meta = metadata
+        if let topic { o["topic"] = .string(topic); meta["mqtt.topic"] = "\(topic)" }
+        switch level {
+        case .info: logger.info("\(message)", metadata: meta)
+        case .warning: logger.warning("\(message)", metadata: meta)
+        case .error: logger.error("\(message)", metadata: meta)
+        }
+        transport.publish(scheme.bridge("log"), json: .object(o), qos: 0, retain: false)
+    }
+
+    func publishEvent(_ type: String, _ data: [String: JSONValue]) {
+        transport.publish(scheme.bridge("event"), json: ["type": .string(type), "data": .object(data)], qos: 1, retain: false)
+    }
+
+    func publishInfo() {
+        var o = info.objectValue ?? [:]
+        var adapters: [String: JSONValue] = [:]
+        for id in slotOrder { adapters[id] = .string(slots[id]!.status.description) }
+        o["adapters"] = .object(adapters)
+        o["version"] = .string(settings.version)
+        o["started_at"] = .string(Timestamp.rfc3339(startedAt))
+        transport.publish(scheme.bridge("info"), json: .object(o), qos: 1, retain: true)
+    }
+
+    func publishDeviceList() {
+        let list = slotOrder.compactMap { slots[$0] }.flatMap(\.registry.listEntries)
+        transport.publish(scheme.bridge("devices"), json: .array(list), qos: 1, retain: true)
+    }
+
+    func scheduleReannounce() {
+        reannounceGeneration += 1
+        controlQueue.yield(.reannounce(generation: reannounceGeneration, delay: Double.random(in: settings.reannounceDelay)))
+    }
+
+    /// Only the latest `homeassistant/status` online re-announces (several in a row announce once).
+    func reannounce(_ generation: Int) {
+        guard generation == reannounceGeneration, !stopped else { return }
+        republishAll()
+    }
+
+    /// Re-announces discovery, state and availability of every device (HA birth, `republish` request).
+    func republishAll() {
+        for id in slotOrder {
+            guard let slot = slots[id] else { continue }
+            var out: [RegistryOutput] = []
+            slot.registry.republishAll(into: &out)
+            emit(out)
+        }
+    }
+
+    var uptime: Double { (clock.now() - startedAtMonotonic).seconds.rounded() }
+
+    public func publishHealth() {
+        var adapters: [String: JSONValue] = [:]
+        for id in slotOrder {
+            let slot = slots[id]!
+            var entry: [String: JSONValue] = slot.metrics
+            entry["status"] = .string(slot.status.description)
+            entry["devices"] = JSONValue(slot.registry.devices.count)
+            entry["requests"] = JSONValue(slot.requests)
+            entry["errors"] = JSONValue(slot.errors)
+            entry["last_error"] = slot.lastError.map(JSONValue.string) ?? .null
+            entry["last_ok"] = slot.lastOK.map { .string(Timestamp.rfc3339($0)) } ?? .null
+            adapters[id] = .object(entry)
+        }
+        let health = BridgeAPI.health(uptime: uptime, rss: ProcessStats.residentBytes(), transport: transport.stats(), adapters: adapters)
+        transport.publish(scheme.bridge("health"), json: health, qos: 1, retain: true)
+    }
+
+    func updateSubscriptions(force: Bool = false) {
+        var depths: Set<Int> = [1, 2]
+        for slot in slots.values { depths.formUnion(slot.registry.nameDepths) }
+        guard force || depths != subscribedDepths else { return }
+        subscribedDepths = depths
+        var filters = scheme.commandFilters(depths: depths)
+        if settings.discovery { filters.append(scheme.haStatusTopic) }
+        transport.setSubscriptions(filters)
+    }
+
+}

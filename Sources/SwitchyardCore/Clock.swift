@@ -1,0 +1,171 @@
+import Synchronization
+
+/// A point on a monotonic clock: time since the clock's own origin, never wall-clock time. Every timer
+/// of the bridge (timeouts, backoff, pacing, schedules) is measured in these; wall-clock time (`Date`)
+/// is only for timestamps in payloads and for expiry times an upstream gives as dates.
+public struct MonotonicInstant: Comparable, Hashable, Sendable, CustomStringConvertible {
+    public var sinceOrigin: Duration
+    public init(sinceOrigin: Duration) { self.sinceOrigin = sinceOrigin }
+
+    public static func < (a: MonotonicInstant, b: MonotonicInstant) -> Bool { a.sinceOrigin < b.sinceOrigin }
+    public static func + (a: MonotonicInstant, d: Duration) -> MonotonicInstant { MonotonicInstant(sinceOrigin: a.sinceOrigin + d) }
+    public static func - (a: MonotonicInstant, d: Duration) -> MonotonicInstant { MonotonicInstant(sinceOrigin: a.sinceOrigin - d) }
+    public static func - (a: MonotonicInstant, b: MonotonicInstant) -> Duration { a.sinceOrigin - b.sinceOrigin }
+    public func adding(seconds: Double) -> MonotonicInstant { self + .seconds(seconds) }
+    public static let origin = MonotonicInstant(sinceOrigin: .zero)
+    /// Earlier than anything a clock reads (for "never happened").
+    public static let distantPast = MonotonicInstant(sinceOrigin: .seconds(-1_000_000_000))
+    public var description: String { "\(sinceOrigin.seconds) s" }
+}
+
+extension Duration {
+    /// The duration in seconds, as a Double (for messages, ratios and `Task.sleep`).
+    public var seconds: Double {
+        let (s, atto) = components
+        return Double(s) + Double(atto) / 1e18
+    }
+}
+
+/// The time source of a component that runs timers: `SystemClock` in the bridge; `ManualClock` where a
+/// test moves time itself instead of sleeping.
+public protocol BridgeClock: Sendable {
+    func now() -> MonotonicInstant
+    /// Returns at `deadline` (at once if it has passed); throws `CancellationError` when cancelled.
+    func sleep(until deadline: MonotonicInstant) async throws
+}
+
+extension BridgeClock {
+    public func sleep(for d: Duration) async throws { try await sleep(until: now() + d) }
+    public func sleep(seconds: Double) async throws { try await sleep(until: now().adding(seconds: seconds)) }
+}
+
+/// The process's monotonic clock (`ContinuousClock`: it keeps counting while the machine sleeps, and
+/// never jumps when the wall clock is set).
+public struct SystemClock: BridgeClock {
+    static let origin = ContinuousClock.now
+    public init() {}
+    public func now() -> MonotonicInstant { MonotonicInstant(sinceOrigin: Self.origin.duration(to: .now)) }
+    public func sleep(until deadline: MonotonicInstant) async throws {
+        try await Task.sleep(until: Self.origin.advanced(by: deadline.sinceOrigin), clock: .continuous)
+    }
+}
+
+/// A clock that moves only when told to (`advance`), for tests of timers that must not sleep.
+/// Sleepers whose deadline has been reached are resumed by `advance`, in deadline order.
+public final class ManualClock: BridgeClock {
+    struct Sleeper {
+        var deadline: MonotonicInstant
+        var id: UInt64
+        var continuation: CheckedContinuation<Void, any Error>
+    }
+    struct State {
+        var now = MonotonicInstant.origin
+        var sleepers: [Sleeper] = []
+        var nextID: UInt64 = 0
+    }
+    let state = Mutex(State())
+
+    public init() {}
+
+    public func now() -> MonotonicInstant { state.withLock { $0.now } }
+
+    /// How many sleepers are waiting (a test waits for the component to be asleep before advancing).
+    public var sleeping: Int { state.withLock { $0.sleepers.count } }
+
+    /// The earliest deadline anyone sleeps until.
+    public var nextDeadline: MonotonicInstant? { state.withLock { $0.sleepers.map(\.deadline).min() } }
+
+    public func advance(by d: Duration) { advance(to: now() + d) }
+
+    public func advance(to instant: MonotonicInstant) {
+        let due = state.withLock { s -> [Sleeper] in
+            if instant > s.now { s.now = instant }
+            let due = s.sleepers.filter { $0.deadline <= s.now }.sorted { ($0.deadline, $0.id) < ($1.deadline, $1.id) }
+            s.sleepers.removeAll { $0.deadline <= s.now }
+            return due
+        }
+        for d in due { d.continuation.resume() }
+    }
+
+    public func sleep(until deadline: MonotonicInstant) async throws {
+        let id = state.withLock { s -> UInt64 in
+            s.nextID += 1
+            return s.nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+                let resumeNow = state.withLock { s -> Bool in
+                    if deadline <= s.now || Task.isCancelled { return true }
+                    s.sleepers.append(Sleeper(deadline: deadline, id: id, continuation: c))
+                    return false
+                }
+                if resumeNow { c.resume() }
+            }
+        } onCancel: {
+            let c = state.withLock { s -> CheckedContinuation<Void, any Error>? in
+                guard let i = s.sleepers.firstIndex(where: { $0.id == id }) else { return nil }
+                return s.sleepers.remove(at: i).continuation
+            }
+            c?.resume(throwing: CancellationError())
+        }
+        try Task.checkCancellation()
+    }
+}
+
+/// A one-shot signal: `wait` returns once `signal` has been called (at once if it already was), or
+/// when the waiting task is cancelled.
+public final class Latch: Sendable {
+    struct State {
+        var signalled = false
+        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var nextID: UInt64 = 0
+    }
+    let state = Mutex(State())
+
+    public init() {}
+
+    public var isSignalled: Bool { state.withLock { $0.signalled } }
+
+    public func signal() {
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            s.signalled = true
+            defer { s.waiters.removeAll() }
+            return Array(s.waiters.values)
+        }
+        for w in waiters { w.resume() }
+    }
+
+    /// Waits for the signal even when the task is cancelled: for the end of something that always
+    /// comes, and must have come before the caller goes on (a thread that is closing its sockets).
+    public func waitUncancellable() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                if s.signalled { return true }
+                s.nextID += 1
+                s.waiters[s.nextID] = c
+                return false
+            }
+            if now { c.resume() }
+        }
+    }
+
+    public func wait() async {
+        let id = state.withLock { s -> UInt64 in
+            s.nextID += 1
+            return s.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { s -> Bool in
+                    if s.signalled || Task.isCancelled { return true }
+                    s.waiters[id] = c
+                    return false
+                }
+                if now { c.resume() }
+            }
+        } onCancel: {
+            let c = state.withLock { $0.waiters.removeValue(forKey: id) }
+            c?.resume()
+        }
+    }
+}

@@ -1,0 +1,403 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+import Logging
+import NIOSSL
+import SwitchyardCore
+import WSClient
+
+/// Home Assistant mirrored into `<base>/ha/...` over HA's WebSocket API, laid out like HA's own
+/// mqtt_statestream/mqtt_eventstream (TOPICS.md), and allowed MQTT commands sent back as service calls
+/// (docs/upstreams/homeassistant.md). Every topic is compared with what was last published
+/// (`HAMirrorModel`), so a reconnect's fresh snapshot re-publishes only what changed and clears what
+/// disappeared; an entity's topics go to the engine in one call.
+public actor HAMirror: MirrorAdapter {
+    public nonisolated let id = "ha"
+
+    typealias Topics = HAMirrorModel.Topics
+
+    enum Role {
+        case entities, stateEvents, getStates, registry, event(String), features
+    }
+
+    let settings: HAMirrorSettings
+    let clock: any BridgeClock
+    var context: AdapterContext?
+    var nextID = 0                      // strictly increasing for the life of the process
+    var writer: WebSocketOutboundWriter?
+    var authenticated = false
+    var authInvalid = false
+    var roles: [Int: Role] = [:]
+    var waiting: [Int: CheckedContinuation<JSONValue, any Error>] = [:]
+    var model: HAMirrorModel
+    var own: Set<String> = []
+    var awaitingSnapshot = false
+    var lastError: String?
+
+    public init(settings: HAMirrorSettings, clock: any BridgeClock = SystemClock()) {
+        self.settings = settings
+        self.clock = clock
+        self.model = HAMirrorModel(publishAttributes: settings.publishAttributes, publishTimestamps: settings.publishTimestamps)
+    }
+
+    // MARK: connection
+
+    public func run(context: AdapterContext) async throws {
+        self.context = context
+        await context.setMirrorAvailable(false)
+        guard let token = settings.token, !token.isEmpty else {
+            await context.setStatus(.disabled("no ha.token configured (set ha.token, ha.token_file or ${ENV})"))
+            while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+            return
+        }
+        var attempt = 0
+        // The WebSocket library's own log (debug and trace only), under the process's level.
+        var logger = Logger(label: "switchyard.ha.websocket")
+        logger[metadataKey: "adapter"] = "\(id)"
+        while !Task.isCancelled {
+            let started = clock.now()
+            authInvalid = false
+            do {
+                let tls: TLSConfiguration? = settings.url.lowercased().hasPrefix("wss:") ? .makeClientConfiguration() : nil
+                try await WebSocketClient.connect(url: settings.url, configuration: .init(maxFrameSize: settings.maxMessageSize),
+                                                  tlsConfiguration: tls, logger: logger) { inbound, outbound, _ in
+                    try await self.session(inbound: inbound, outbound: outbound, token: token)
+                }
+                if lastError == nil && !authInvalid { lastError = "Home Assistant closed the connection" }
+            } catch is CancellationError {
+                break
+            } catch {
+                // After auth_invalid the server closes the socket; that is not the news.
+                if !authInvalid { lastError = "cannot connect to \(Self.redactedURL(settings.url)): \(error)" }
+            }
+            await disconnected()
+            if Task.isCancelled { break }
+            if (clock.now() - started).seconds > 60 { attempt = 0 }
+            attempt += 1
+            let wait: Double
+            if authInvalid {
+                wait = settings.authRetryDelay
+            } else {
+                let cap = min(settings.reconnectMaxDelay, settings.reconnectMinDelay * pow(2, Double(min(attempt - 1, 20))))
+                wait = Double.random(in: cap / 2...cap)
+            }
+            await context.setStatus(.error("\(lastError ?? "disconnected"); retrying in \(Int(wait.rounded(.up))) s"))
+            try? await clock.sleep(seconds: wait)
+        }
+        await disconnected()
+    }
+
+    static func redactedURL(_ url: String) -> String {
+        guard var c = URLComponents(string: url) else { return "the configured URL" }
+        c.user = nil
+        c.password = nil
+        c.query = nil
+        return c.string ?? "the configured URL"
+    }
+
+    /// One connection: auth, subscriptions, the message loop and the application-level ping.
+    func session(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, token: String) async throws {
+        writer = outbound
+        authenticated = false
+        lastError = nil
+        // The ping and the auth deadline live exactly as long as this connection.
+        try await withThrowingTaskGroup(of: Void.self) { helpers in
+            helpers.addTask { await self.pingLoop(outbound) }
+            // The WebSocket's inbound stream does not end when the task is cancelled (the adapter being
+            // stopped): closing the socket ends it, at once rather than at the next ping.
+            helpers.addTask {
+                await Latch().wait()   // returns when cancelled
+                try? await outbound.close(.goingAway, reason: nil)
+            }
+            helpers.addTask {
+                do { try await self.clock.sleep(seconds: 10) } catch { return }
+                await self.authDeadlinePassed(outbound)
+            }
+            defer { helpers.cancelAll() }
+            for try await message in inbound.messages(maxSize: settings.maxMessageSize) {
+                guard case .text(let text) = message else { continue }
+                // The entities snapshot (`event.a`, thousands of entities in one message) is turned into topics
+                // entity by entity while it is parsed: the whole tree would briefly cost several times the mirror.
+                var adds: [Int: [String: Topics]] = [:]
+                guard let v = try? JSONValue.parse(Array(text.utf8), streaming: [["event", "a"]], visit: { m in
+                    if let eid = m.key { adds[m.document, default: [:]][eid] = model.topics(compressed: m.value) }
+                }) else { continue }
+                let items = v.arrayValue ?? [v]   // coalesced: several messages in one frame
+                for (n, item) in items.enumerated() {
+                    if try await !receive(item, adds: adds.removeValue(forKey: n) ?? [:], outbound: outbound, token: token) {
+                        try? await outbound.close(.normalClosure, reason: nil)
+                        return
+                    }
+                }
+            }
+        }
+    }
+
+    func authDeadlinePassed(_ outbound: WebSocketOutboundWriter) async {
+        guard !authenticated else { return }
+        lastError = "no auth answer from Home Assistant within 10 s"
+        try? await outbound.close(.goingAway, reason: nil)
+    }
+
+    /// Handles one message; false ends the session.
+    func receive(_ m: JSONValue, adds: [String: Topics], outbound: WebSocketOutboundWriter, token: String) async throws -> Bool {
+        switch m["type"]?.stringValue {
+        case "auth_required":
+            try await outbound.writeTextMessage(JSONValue.object(["type": "auth", "access_token": .string(token)]).serialized)
+        case "auth_ok":
+            authenticated = true
+            try await subscribeAll()
+            await context?.setMirrorAvailable(true)
+            await context?.setStatus(.running)
+        case "auth_invalid":
+            authInvalid = true
+            lastError = "Home Assistant refused the token (auth_invalid: \(m["message"]?.stringValue ?? "")); check ha.token. "
+                + "Retrying only every \(Int(settings.authRetryDelay)) s"
+            await context?.log(.error, "ha: \(lastError!)")
+            return false
+        case "result":
+            guard let id = m["id"]?.intValue else { break }
+            if let w = waiting.removeValue(forKey: id) {
+                w.resume(returning: m)
+                break
+            }
+            if m["success"] == .bool(false), let role = roles[id] {
+                await context?.log(.warning, "ha: \(role) failed: \(m["error"]?["message"]?.stringValue ?? m.serialized)")
+            }
+            switch roles[id] {
+            case .registry?:
+                for e in m["result"]?.arrayValue ?? [] {
+                    if e["platform"] == "mqtt", let uid = e["unique_id"]?.stringValue, uid.hasPrefix(settings.ownUniqueIDPrefix),
+                       let eid = e["entity_id"]?.stringValue {
+                        own.insert(eid)
+                        await sync(eid, nil)
+                    }
+                }
+                roles[id] = nil
+            case .getStates?:
+                var snapshot: [String: Topics] = [:]
+                for s in m["result"]?.arrayValue ?? [] {
+                    if let eid = s["entity_id"]?.stringValue, let t = model.topics(full: s) { snapshot[eid] = t }
+                }
+                await resync(snapshot)
+                roles[id] = nil
+            default:
+                break
+            }
+        case "event":
+            guard let id = m["id"]?.intValue, let role = roles[id], let event = m["event"] else { break }
+            switch role {
+            case .entities: await entityEvent(event, adds: adds)
+            case .stateEvents: await stateChanged(event)
+            case .event(let type):
+                var o: [String: JSONValue] = ["event_type": event["event_type"] ?? .string(type), "event_data": event["data"] ?? .object([:])]
+                for k in ["origin", "time_fired", "context"] { o[k] = event[k] ?? .null }
+                await context?.publish([MirrorMessage("_event/\(event["event_type"]?.stringValue ?? type)", JSONValue.object(o).bytes, retain: false)])
+            default: break
+            }
+        case "pong":
+            if let id = m["id"]?.intValue, let w = waiting.removeValue(forKey: id) { w.resume(returning: m) }
+        default:
+            break
+        }
+        return true
+    }
+
+    func send(_ body: [String: JSONValue], role: Role? = nil) async throws -> Int {
+        guard let writer else { throw AdapterError("not connected to Home Assistant") }
+        nextID += 1
+        let id = nextID
+        var o = body
+        o["id"] = JSONValue(id)
+        if let role { roles[id] = role }
+        try await writer.writeTextMessage(JSONValue.object(o).serialized)
+        return id
+    }
+
+    func subscribeAll() async throws {
+        roles.removeAll()
+        _ = try await send(["type": "supported_features", "features": ["coalesce_messages": 1]], role: .features)
+        _ = try await send(["type": "config/entity_registry/list"], role: .registry)
+        switch settings.feed {
+        case .entities:
+            awaitingSnapshot = true
+            _ = try await send(["type": "subscribe_entities"], role: .entities)
+        case .stateChanged:
+            _ = try await send(["type": "subscribe_events", "event_type": "state_changed"], role: .stateEvents)
+            _ = try await send(["type": "get_states"], role: .getStates)
+        }
+        for type in settings.events {
+            _ = try await send(["type": "subscribe_events", "event_type": .string(type)], role: .event(type))
+        }
+    }
+
+    func pingLoop(_ outbound: WebSocketOutboundWriter) async {
+        while !Task.isCancelled {
+            do { try await clock.sleep(seconds: settings.pingInterval) } catch { return }
+            guard authenticated else { continue }
+            do {
+                _ = try await request(["type": "ping"], timeout: settings.pingTimeout, what: "ping")
+            } catch {
+                lastError = "no pong from Home Assistant within \(Int(settings.pingTimeout)) s (dead link); reconnecting"
+                try? await outbound.close(.goingAway, reason: nil)
+                return
+            }
+        }
+    }
+
+    /// Sends a command and waits for its answer, at most `timeout` seconds.
+    func request(_ body: [String: JSONValue], timeout: Double, what: String) async throws -> JSONValue {
+        let id = try await send(body)
+        let clock = self.clock
+        return try await withThrowingTaskGroup(of: Void.self, returning: JSONValue.self) { timer in
+            timer.addTask {
+                do { try await clock.sleep(seconds: timeout) } catch { return }
+                await self.expire(id, "Home Assistant did not confirm the \(what) within \(Int(timeout)) s")
+            }
+            defer { timer.cancelAll() }
+            // Answered by `receive`, expired by the timer, or failed by `disconnected` when the link drops.
+            return try await withCheckedThrowingContinuation { (c: CheckedContinuation<JSONValue, any Error>) in waiting[id] = c }
+        }
+    }
+
+    func expire(_ id: Int, _ message: String) {
+        waiting.removeValue(forKey: id)?.resume(throwing: AdapterError(message))
+    }
+
+    func disconnected() async {
+        writer = nil
+        let wasUp = authenticated
+        authenticated = false
+        for (_, w) in waiting {
+            w.resume(throwing: AdapterError("the connection to Home Assistant dropped before it confirmed the call; "
+                + "not sent again (it may or may not have run)"))
+        }
+        waiting.removeAll()
+        roles.removeAll()
+        await context?.setMirrorAvailable(false)
+        if wasUp { await context?.log(.warning, "ha: disconnected: \(lastError ?? "connection closed"); reconnecting") }
+    }
+
+    // MARK: the mirror
+
+    func mirrored(_ eid: String) -> Bool { settings.entityAllowed(eid) && !own.contains(eid) }
+
+    /// A full snapshot (first connect or after a reconnect): publish what differs, clear what is gone.
+    func resync(_ snapshot: [String: Topics]) async {
+        for eid in model.gone(from: snapshot, mirrored: mirrored) { await sync(eid, nil) }
+        for (eid, t) in snapshot.sorted(by: { $0.key < $1.key }) where mirrored(eid) { await sync(eid, t) }
+    }
+
+    /// `subscribe_entities`: `a` (adds; the first one is the snapshot), `c` (diffs), `r` (removals).
+    /// The adds arrive already turned into topics (streamed out of the message while it was parsed).
+    func entityEvent(_ e: JSONValue, adds parsed: [String: Topics]) async {
+        if e["a"] != nil {
+            if awaitingSnapshot {
+                awaitingSnapshot = false
+                await resync(parsed)
+            } else {
+                for (eid, t) in parsed.sorted(by: { $0.key < $1.key }) where mirrored(eid) { await sync(eid, t) }
+            }
+        }
+        if let changes = e["c"]?.objectValue {
+            for (eid, diff) in changes.sorted(by: { $0.key < $1.key }) where mirrored(eid) {
+                guard let t = model.topics(changing: eid, by: diff) else { continue }
+                await sync(eid, t)
+            }
+        }
+        for eid in e["r"]?.arrayValue?.compactMap(\.stringValue) ?? [] where model.published[eid] != nil {
+            await sync(eid, nil)
+        }
+    }
+
+    /// `state_changed`: `new_state` null = removed.
+    func stateChanged(_ e: JSONValue) async {
+        guard let eid = e["data"]?["entity_id"]?.stringValue, mirrored(eid) else { return }
+        await sync(eid, e["data"]?["new_state"].flatMap { model.topics(full: $0) })
+    }
+
+    /// Publishes, in one call, the entity's topics that differ from what was last published and the
+    /// clearing of those that no longer exist. `want` nil: the entity is gone.
+    func sync(_ eid: String, _ want: Topics?) async {
+        let messages = model.sync(eid, want)
+        if !messages.isEmpty { await context?.publish(messages) }
+    }
+
+    // MARK: commands
+
+    /// Decision 10: `domain.service` must match `ha.services.allow`, and every target entity must pass
+    /// the include/exclude filter; area, device, floor and label targets and `entity_id: all` are refused.
+    func call(domain: String, service: String, data: JSONValue?, target: JSONValue?) async throws -> JSONValue {
+        let name = "\(domain).\(service)"
+        guard settings.serviceAllowed(name) else {
+            throw AdapterError("service \(name) is not allowed (ha.services.allow: \(settings.allow.isEmpty ? "empty, nothing is allowed" : settings.allow.joined(separator: ", ")))")
+        }
+        var targetOut: [String: JSONValue] = [:]
+        if let target, target != .null {
+            guard let t = target.objectValue else { throw AdapterError("target must be an object like {\"entity_id\": \"light.kitchen\"}") }
+            for k in t.keys where k != "entity_id" {
+                throw AdapterError("target \(k) is not allowed: only entity_id targets can be checked against ha.entities")
+            }
+            let ids: [String]
+            switch t["entity_id"] {
+            case .string(let s)?: ids = [s]
+            case .array(let a)?: ids = a.compactMap(\.stringValue)
+            default: ids = []
+            }
+            for eid in ids {
+                if eid == "all" { throw AdapterError("entity_id all is not allowed") }
+                if !settings.entityAllowed(eid) || own.contains(eid) { throw AdapterError("entity \(eid) is not allowed by ha.entities include/exclude") }
+            }
+            targetOut["entity_id"] = .array(ids.map(JSONValue.string))
+        }
+        guard authenticated else { throw AdapterError("not connected to Home Assistant; \(name) was not sent") }
+        var body: [String: JSONValue] = ["type": "call_service", "domain": .string(domain), "service": .string(service)]
+        if let data, data != .null { body["service_data"] = data }
+        if !targetOut.isEmpty { body["target"] = .object(targetOut) }
+        let r = try await request(body, timeout: settings.callTimeout, what: "call to \(name)")
+        guard r["success"] == .bool(true) else {
+            let e = r["error"]
+            throw AdapterError("Home Assistant refused \(name): \(e?["code"]?.stringValue ?? "error"): \(e?["message"]?.stringValue ?? "")")
+        }
+        return r["result"] ?? .null
+    }
+
+    public func command(path: String, payload: [UInt8], context: AdapterContext) async throws {
+        let parts = path.split(separator: "/").map(String.init)
+        guard parts.count == 3, parts[2] == "set" else {
+            throw AdapterError("ha: the mirror takes commands on <base>/ha/<domain>/<object_id>/set only")
+        }
+        let (domain, object) = (parts[0], parts[1])
+        let eid = "\(domain).\(object)"
+        let text = String(decoding: payload, as: UTF8.self).trimmingWhitespace()
+        switch text.uppercased() {
+        case "ON": _ = try await call(domain: domain, service: "turn_on", data: nil, target: ["entity_id": .string(eid)])
+        case "OFF": _ = try await call(domain: domain, service: "turn_off", data: nil, target: ["entity_id": .string(eid)])
+        case "TOGGLE": _ = try await call(domain: domain, service: "toggle", data: nil, target: ["entity_id": .string(eid)])
+        default:
+            guard let v = try? JSONValue.parse(text), case .string(let service)? = v["service"] else {
+                throw AdapterError("ha: expected ON, OFF, TOGGLE or {\"service\": \"set_value\", \"data\": {…}}, got '\(text.prefix(60))'")
+            }
+            _ = try await call(domain: domain, service: service, data: v["data"], target: ["entity_id": .string(eid)])
+        }
+    }
+
+    public func request(path: String, payload: JSONValue, context: AdapterContext) async throws -> JSONValue? {
+        guard path == "call" else { return nil }
+        guard case .string(let domain)? = payload["domain"], case .string(let service)? = payload["service"] else {
+            throw AdapterError("ha/call needs domain and service")
+        }
+        return try await call(domain: domain, service: service, data: payload["data"], target: payload["target"])
+    }
+
+    public func perform(_ command: DeviceCommand, context: AdapterContext) async throws {
+        throw AdapterError("ha: the mirror has no devices")
+    }
+
+    public func refresh(deviceID: String, context: AdapterContext) async throws {}
+}

@@ -1,0 +1,354 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+import SwitchyardCore
+import SwitchyardHTTP
+
+public struct ImpSettings: Sendable, Equatable {
+    public struct Device: Sendable, Equatable {
+        public var name: String
+        /// A secret (TOPICS.md Decision 9): it is the device's URL. Never logged or published.
+        public var agentID: String
+        /// A profile name; nil = detect from `/controller/info`.
+        public var app: String?
+        public init(name: String, agentID: String, app: String? = nil) {
+            self.name = name
+            self.agentID = agentID
+            self.app = app
+        }
+    }
+    public var baseURL = "https://agent.electricimp.com"
+    public var pollInterval = 60.0
+    public var timeout = 60.0
+    public var devices: [Device] = []
+    /// App code (from `/controller/info`) → profile name, like Controller's apps.json.
+    public var apps: [String: String] = [:]
+    /// Profiles declared in YAML; they win over built-in ones of the same name.
+    public var profiles: [ImpProfile] = []
+    public init() {}
+
+    public func profile(named name: String) -> ImpProfile? {
+        let n = name.lowercased()
+        return profiles.first { $0.name.lowercased() == n } ?? ImpProfile.builtIn.first { $0.name == n }
+    }
+}
+
+/// Electric Imp devices through their agents' HTTPS endpoints (imp-and-livecoding.md §1). Each device
+/// is polled on its own schedule, spread over the interval; the app is detected from
+/// `/controller/info` unless configured; state is normalised by the app's profile. `agent` (the agent
+/// answered) and `device_connected` (what the agent reports) are kept apart; availability is online
+/// only when both are.
+public actor ImpAdapter: Adapter {
+    public nonisolated let id = "imp"
+
+    struct DeviceState {
+        var profile: ImpProfile?
+        var appcode: String?
+        var agent: Bool?
+        var agentError: String?
+        var connected: Bool?
+        var fields: [String: JSONValue] = [:]
+        var backoff = 0.0
+        /// Network failures in a row (no HTTP answer at all), for the quick retry.
+        var networkFailures = 0
+    }
+
+    let settings: ImpSettings
+    /// The client of the current run (opened and closed by `run`).
+    var http: HTTPClient?
+    var context: AdapterContext?
+    var states: [String: DeviceState] = [:]
+    /// Devices to read again a little after a reset or reboot; the run's task group does it.
+    let followUps: AsyncStream<ImpSettings.Device>
+    let followUpQueue: AsyncStream<ImpSettings.Device>.Continuation
+
+    public init(settings: ImpSettings) {
+        self.settings = settings
+        (followUps, followUpQueue) = AsyncStream.makeStream(of: ImpSettings.Device.self, bufferingPolicy: .bufferingNewest(64))
+        for d in settings.devices { states[d.name] = DeviceState(profile: d.app.flatMap(settings.profile(named:))) }
+    }
+
+    // MARK: Adapter
+
+    public func run(context: AdapterContext) async throws {
+        self.context = context
+        try await HTTPClient.withClient(options: .init(userAgent: "switchyard", connectTimeout: min(10, settings.timeout))) { http in
+            self.http = http
+            defer { self.http = nil }
+            await serve(context)
+        }
+    }
+
+    func serve(_ context: AdapterContext) async {
+        await declare()
+        await context.setStatus(settings.devices.isEmpty ? .disabled("no imp.devices configured") : .running)
+        let n = settings.devices.count
+        await withTaskGroup(of: Void.self) { group in
+            for (i, d) in settings.devices.enumerated() {
+                // First reads staggered by 0.1 s (every device is known quickly), then each device keeps
+                // its own phase, spread over the interval: never all agents at once.
+                let phase = settings.pollInterval * Double(i) / Double(max(n, 1))
+                group.addTask { await self.pollLoop(d, first: 0.1 * Double(i), phase: phase) }
+            }
+            group.addTask {
+                await withDiscardingTaskGroup { later in
+                    for await d in self.followUps {
+                        later.addTask {
+                            try? await Task.sleep(for: .seconds(5))
+                            if !Task.isCancelled { await self.poll(d) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    public func perform(_ command: DeviceCommand, context: AdapterContext) async throws {
+        guard let d = settings.devices.first(where: { $0.name == command.deviceID }), let s = states[d.name] else {
+            throw AdapterError("imp device '\(command.deviceID)' is not configured")
+        }
+        guard let profile = s.profile else { throw AdapterError("\(d.name): the app is not known yet (the agent has not answered)") }
+        if s.agent != true { throw AdapterError("\(d.name): agent unreachable\(s.agentError.map { " (\($0))" } ?? ""); command not sent") }
+        if s.connected == false { throw AdapterError("\(d.name): the device is offline (its agent reports it disconnected); command not sent") }
+
+        // Fields that go to the same endpoint travel in one request, in the profile's order.
+        var requests: [(path: String, body: JSONValue)] = []
+        var repoll = false
+        for f in profile.fields {
+            guard let v = command.fields[f.name], let set = f.set else { continue }
+            let body = set.body(with: profile.wireValue(f, v, current: s.fields[f.name]))
+            if let i = requests.firstIndex(where: { $0.path == set.path }), case .object(var merged) = requests[i].body,
+               case .object(let more) = body {
+                for (k, x) in more { merged[k] = x }
+                requests[i].body = .object(merged)
+            } else {
+                requests.append((set.path, body))
+            }
+        }
+        if case .string(let name)? = command.fields["action"] {
+            guard let a = profile.actions.first(where: { $0.name == name }) else {
+                throw AdapterError("\(d.name): app \(profile.name) has no action '\(name)'")
+            }
+            requests.append((a.request.path, a.request.body))
+            repoll = repoll || a.repoll
+        }
+        if requests.isEmpty { throw AdapterError("\(d.name): nothing to send") }
+        for r in requests {
+            let resp = try await call(d, "POST", r.path, body: r.body)
+            guard (200..<300).contains(resp.status) else {
+                throw AdapterError("\(d.name): the agent answered HTTP \(resp.status) to POST \(r.path): \(scrub(resp.text, d).prefix(120))")
+            }
+        }
+        // Confirmed state, read back at once; after a reset or reboot once more a little later, as
+        // Controller does (the device restarts and the agent re-syncs it).
+        await poll(d)
+        if repoll { followUpQueue.yield(d) }
+    }
+
+    public func refresh(deviceID: String, context: AdapterContext) async throws {
+        guard let d = settings.devices.first(where: { $0.name == deviceID }) else { throw AdapterError("imp device '\(deviceID)' is not configured") }
+        await poll(d)
+        if states[d.name]?.agent != true { throw AdapterError("\(d.name): agent unreachable\(states[d.name]?.agentError.map { " (\($0))" } ?? "")") }
+    }
+
+    public func refreshAll(context: AdapterContext) async throws {
+        for d in settings.devices { await poll(d) }
+    }
+
+    // MARK: polling
+
+    func pollLoop(_ d: ImpSettings.Device, first: Double, phase: Double) async {
+        if first > 0 { try? await Task.sleep(for: .seconds(first)) }
+        var extra = phase
+        while !Task.isCancelled {
+            let wait = await poll(d)
+            // The phase offsets the first full interval only: a quick retry after a network failure
+            // must not wait for the device's slot in the schedule.
+            if wait < settings.pollInterval {
+                try? await Task.sleep(for: .seconds(wait))
+                continue
+            }
+            try? await Task.sleep(for: .seconds(wait + extra))
+            extra = 0
+        }
+    }
+
+    /// Detects the app if needed, reads the state, publishes. Returns the seconds until the next poll.
+    @discardableResult
+    func poll(_ d: ImpSettings.Device) async -> Double {
+        guard var s = states[d.name] else { return settings.pollInterval }
+        do {
+            if s.profile == nil {
+                let (profile, code) = try await detect(d)
+                s.profile = profile
+                s.appcode = code
+                states[d.name] = s
+                await declare()
+            }
+            let profile = s.profile!
+            let r = try await call(d, "GET", profile.statePath, body: nil)
+            switch r.status {
+            case 200..<300:
+                let reading = try profile.read(r.body)
+                s = states[d.name] ?? s
+                s.agent = true
+                s.agentError = nil
+                s.backoff = 0
+                s.networkFailures = 0
+                if let c = reading.connected { s.connected = c } else if profile.connected == nil && profile.format != .flag { s.connected = true }
+                s.fields = reading.fields
+                states[d.name] = s
+                await publish(d.name)
+                return settings.pollInterval
+            default:
+                throw Status(code: r.status, text: scrub(r.text, d), retryAfter: r.headers["retry-after"].flatMap(Double.init))
+            }
+        } catch let e as Status {
+            return await agentFailed(d, e)
+        } catch {
+            let message = scrub((error as? AdapterError)?.message ?? "\(error)", d)
+            return await agentFailed(d, Status(code: 0, text: message, retryAfter: nil))
+        }
+    }
+
+    struct Status: Error {
+        var code: Int
+        var text: String
+        var retryAfter: Double?
+    }
+
+    /// 404: the agent is gone or moved (a new agent id after re-enrolment): offline, polled slowly,
+    /// never given up. 429: back off (Retry-After, else doubling). Anything else: offline until it answers.
+    func agentFailed(_ d: ImpSettings.Device, _ e: Status) async -> Double {
+        var s = states[d.name] ?? DeviceState()
+        let reason: String
+        let wait: Double
+        switch e.code {
+        case 404:
+            reason = "HTTP 404: the agent is gone or has moved (a re-enrolled device gets a new agent id)"
+            wait = min(settings.pollInterval * 5, 900)
+        case 429:
+            s.backoff = max(e.retryAfter ?? 0, s.backoff == 0 ? settings.pollInterval : min(s.backoff * 2, 900))
+            reason = "HTTP 429: rate limited by the imp cloud"
+            wait = s.backoff
+        case 0:
+            // No HTTP answer at all (refused, reset, nothing returned, timeout): often a blip, so it is
+            // retried soon, 2 s doubling up to the poll interval, instead of waiting a whole interval.
+            reason = e.text
+            s.networkFailures += 1
+            wait = min(settings.pollInterval, 2 * pow(2, Double(min(s.networkFailures - 1, 10))))
+        default:
+            reason = "HTTP \(e.code)\(e.text.isEmpty ? "" : ": \(e.text.prefix(80))")"
+            wait = settings.pollInterval
+        }
+        let was = s.agent
+        s.agent = false
+        s.agentError = reason
+        states[d.name] = s
+        if was != false { await context?.log(.warning, "\(d.name): agent unreachable: \(reason)", deviceID: d.name) }
+        await context?.recordRequest(error: "\(d.name): \(reason)")
+        await publish(d.name)
+        return wait
+    }
+
+    /// `GET /controller/info` (`/controller/appinfo` for the sample agent) → `appcode` → profile.
+    func detect(_ d: ImpSettings.Device) async throws -> (ImpProfile, String?) {
+        var code: String?
+        for path in ["/controller/info", "/controller/appinfo"] {
+            let r = try await call(d, "GET", path, body: nil)
+            if r.status == 404 && r.text.hasPrefix("No handler") { continue }   // Rocky: the route does not exist
+            guard (200..<300).contains(r.status) else {
+                throw Status(code: r.status, text: scrub(r.text, d), retryAfter: r.headers["retry-after"].flatMap(Double.init))
+            }
+            if let v = try? JSONValue.parse(r.body) { code = v["appcode"]?.stringValue ?? v["app"]?.stringValue }
+            break
+        }
+        guard let code else { return (ImpProfile.generic, nil) }
+        let name = settings.apps[code] ?? ImpProfile.knownCodes[code] ?? code
+        return (settings.profile(named: name) ?? ImpProfile.generic, code)
+    }
+
+    func publish(_ name: String) async {
+        guard let s = states[name] else { return }
+        var o = s.fields
+        o["app"] = s.profile.map { .string($0.name) } ?? .null
+        o["appcode"] = s.appcode.map(JSONValue.string) ?? .null
+        o["agent"] = s.agent == true ? "online" : "offline"
+        o["device_connected"] = s.connected.map(JSONValue.bool) ?? .null
+        await context?.update(name, o)
+        await context?.setAvailable(name, s.agent == true && s.connected == true)
+    }
+
+    // MARK: devices
+
+    func declare() async {
+        let devices = settings.devices.map { d in descriptor(d.name, states[d.name]?.profile) }
+        var available: [String: Bool] = [:]
+        for d in settings.devices { available[d.name] = states[d.name]?.agent == true && states[d.name]?.connected == true }
+        await context?.setDevices(devices, authoritative: true, available: available)
+    }
+
+    func descriptor(_ name: String, _ profile: ImpProfile?) -> DeviceDescriptor {
+        var caps: [Capability] = []
+        var bare: [String: [String: JSONValue]] = [:]
+        for f in profile?.fields ?? [] {
+            let writable = f.set != nil
+            switch f.kind {
+            case .power:
+                caps.append(Capability(f.name, .binary(toggle: true), writable: writable))
+                if writable { bare = ["ON": [f.name: "ON"], "OFF": [f.name: "OFF"], "TOGGLE": [f.name: "TOGGLE"]] }
+            case .bool: caps.append(Capability(f.name, .bool, writable: writable))
+            case .brightness(let rawMax):
+                caps.append(Capability(f.name, .integer(min: 0, max: 100), unit: "%", writable: writable))
+                caps.append(Capability("\(f.name)_raw", .integer(min: 0, max: rawMax), role: .hidden))
+            case .integer(let lo, let hi): caps.append(Capability(f.name, .integer(min: lo, max: hi), writable: writable))
+            case .text: caps.append(Capability(f.name, .text(maxLength: 256), role: .sensor))
+            }
+        }
+        if let actions = profile?.actions, !actions.isEmpty {
+            caps.append(Capability("action", .action(actions.map(\.name)), writable: true, readable: false))
+        }
+        caps += [
+            Capability("agent", .enumeration(["online", "offline"]), role: .diagnostic),
+            Capability("device_connected", .bool, role: .diagnostic, deviceClass: "connectivity"),
+            Capability("app", .text(maxLength: 64), role: .hidden),
+            Capability("appcode", .text(maxLength: 64), role: .hidden),
+        ]
+        return DeviceDescriptor(id: name, label: name, configuredName: name, model: profile.map { "imp \($0.name)" } ?? "imp (detecting)",
+                                manufacturer: "Electric Imp", category: .generic, capabilities: caps, bareCommands: bare)
+    }
+
+    // MARK: HTTP
+
+    struct Response {
+        var status: Int
+        var headers: [String: String]
+        var body: [UInt8]
+        var text: String { String(decoding: body, as: UTF8.self).trimmingWhitespace() }
+    }
+
+    func call(_ d: ImpSettings.Device, _ method: String, _ path: String, body: JSONValue?) async throws(AdapterError) -> Response {
+        var headers = [("Accept", "application/json")]
+        if body != nil { headers.append(("Content-Type", "application/json")) }
+        let url = "\(settings.baseURL)/\(d.agentID)\(path)"
+        do {
+            guard let http else { throw AdapterError("the adapter is not running") }
+            let r = try await http.send(HTTPRequest(method: method, url: url, headers: headers, body: body.map { Array($0.serialized.utf8) },
+                                                    timeout: settings.timeout))
+            if (200..<300).contains(r.status) { await context?.recordRequest(error: nil) }
+            return Response(status: r.status, headers: r.headers, body: r.body)
+        } catch {
+            throw AdapterError("agent unreachable: \(scrub("\(error)", d))")
+        }
+    }
+
+    /// Agent ids are secrets: never in a message, whatever the library said.
+    nonisolated func scrub(_ text: String, _ d: ImpSettings.Device) -> String {
+        text.replacing(d.agentID, with: "***")
+    }
+}

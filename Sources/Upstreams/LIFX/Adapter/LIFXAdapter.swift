@@ -1,0 +1,380 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+import SwitchyardCore
+import SwitchyardHTTP
+
+public struct LIFXSettings: Sendable, Equatable {
+    public var token: String?
+    public var apiURL = "https://api.lifx.com/v1"
+    public var pollInterval = 30.0
+    public var defaultTransition = 0.5
+    /// An idle queue sends at once; commands arriving within this interval after a send wait and merge.
+    public var minInterval = 0.5
+    /// Light id → friendly name.
+    public var names: [String: String] = [:]
+    public var groups = true
+    public var locations = true
+    public var requestTimeout = 10.0
+    /// Scenes are re-listed every this many polls (and on devices/refresh).
+    public var scenesEvery = 10
+    /// First retry delay after a 5xx or timeout (doubles, 3 attempts in all).
+    public var retryDelay = 1.0
+    public var verifyTLS = true
+    public init() {}
+}
+
+/// LIFX lights, groups, locations and scenes over the LIFX cloud HTTP API (docs/upstreams/lifx.md).
+///
+/// Commands are applied to the published state at once (optimistic), then queued: `LIFXCommandPlanner`
+/// turns a command into requests, `LIFXRequestQueue` merges and paces them, `LIFXCloudAPI` sends them
+/// within the rate budget and reads the answers. A failed request reverts exactly the lights it touched
+/// to their own previous values. Every timer runs on `clock` (monotonic; a test moves a manual one).
+public actor LIFXAdapter: Adapter {
+    public nonisolated let id = "lifx"
+    /// Name prefixes of groups, locations and scenes, refused for light names.
+    public static let namespaces = ["group/", "location/", "scene/"]
+    public nonisolated var reservedPrefixes: [String] { Self.namespaces }
+
+    let settings: LIFXSettings
+    let clock: any BridgeClock
+    /// The client of the current run (opened and closed by `run`).
+    var http: HTTPClient?
+    var context: AdapterContext?
+    var lights: [String: LIFXLight] = [:]
+    var missing: [String: Int] = [:]
+    var scenes: [String: LIFXScene] = [:]
+    var lastActivated: [String: String] = [:]
+    var queue: LIFXRequestQueue
+    var outcomes: [Int: Result<Void, AdapterError>] = [:]
+    var waiters: [Int: CheckedContinuation<Void, any Error>] = [:]
+    var budget = RateBudget()
+    var nextPoll = MonotonicInstant.distantPast
+    var polls = 0
+    var pollFailures = 0
+    var scenesDue = true
+    var sentRequests = 0
+    var lastPollError: String?
+    /// Set while the dispatch loop waits for something that a new command makes moot.
+    var wakeUp: Latch?
+
+    public init(settings: LIFXSettings, clock: any BridgeClock = SystemClock()) {
+        self.settings = settings
+        self.clock = clock
+        self.queue = LIFXRequestQueue(minInterval: settings.minInterval, retryDelay: settings.retryDelay)
+    }
+
+    // MARK: Adapter
+
+    public func run(context: AdapterContext) async throws {
+        self.context = context
+        defer {
+            for t in Array(waiters.keys) { finish([t], .failure(AdapterError("the LIFX adapter stopped before the command was answered"))) }
+        }
+        guard let token = settings.token, !token.isEmpty else {
+            await context.setStatus(.disabled("no lifx.token configured (set lifx.token, lifx.token_file or ${ENV})"))
+            while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+            return
+        }
+        try await HTTPClient.withClient(options: .init(userAgent: "switchyard", verifyTLS: settings.verifyTLS)) { http in
+            self.http = http
+            defer { self.http = nil }
+            await dispatchLoop()
+        }
+    }
+
+    public func perform(_ command: DeviceCommand, context: AdapterContext) async throws {
+        try await accept(command, context: context).wait()
+    }
+
+    public func accept(_ command: DeviceCommand, context: AdapterContext) async throws -> PendingCommand {
+        self.context = context
+        let tickets = try await plan(command)
+        return PendingCommand { [self] in
+            for t in tickets { try await self.outcome(t) }
+        }
+    }
+
+    public func refresh(deviceID: String, context: AdapterContext) async throws {
+        if deviceID.hasPrefix("scene_") {
+            try await listScenes()
+            return
+        }
+        let target = try self.target(deviceID)
+        let r = try await call("GET", "/lights/\(LIFXCloudAPI.encode(target.selector))", nil, reserve: 0)
+        guard r.status == 200, let list = r.json?.arrayValue else { throw AdapterError(describe(r, selector: target.selector)) }
+        var changed: Set<String> = []
+        for j in list { if let l = LIFXLight.parse(j) { merge(l); changed.insert(l.id) } }
+        await publish(changed)
+    }
+
+    public func refreshAll(context: AdapterContext) async throws {
+        scenesDue = true
+        guard await pollOnce() else { throw AdapterError("LIFX listing failed: \(lastPollError ?? "unknown error")") }
+    }
+
+    public func request(path: String, payload: JSONValue, context: AdapterContext) async throws -> JSONValue? {
+        guard path == "scenes" else { return nil }
+        let list = scenes.values.sorted { $0.name < $1.name }.map { s -> JSONValue in
+            ["id": .string(s.uuid), "name": .string(s.name), "lights": JSONValue(sceneLights(s).count),
+             "last_activated": lastActivated[s.uuid].map(JSONValue.string) ?? .null]
+        }
+        return ["scenes": .array(list)]
+    }
+
+    // MARK: targets
+
+    func target(_ deviceID: String) throws(AdapterError) -> LIFXTarget {
+        if let l = lights[deviceID] { return LIFXTarget(selector: "id:\(l.id)", lights: [l.id], label: l.label.isEmpty ? l.id : l.label) }
+        for (prefix, sel) in [("group_", "group_id:"), ("location_", "location_id:")] where deviceID.hasPrefix(prefix) {
+            let rid = String(deviceID.dropFirst(prefix.count))
+            let (members, name) = self.members(prefix, rid)
+            if members.isEmpty { throw AdapterError("LIFX \(prefix.dropLast()) has no lights") }
+            return LIFXTarget(selector: sel + rid, lights: members.map(\.id), label: name)
+        }
+        throw AdapterError("LIFX device '\(deviceID)' is not known")
+    }
+
+    /// The lights of a group (`group_`) or location (`location_`) id, sorted by id, and its name.
+    func members(_ prefix: String, _ rid: String) -> (lights: [LIFXLight], name: String) {
+        let key: KeyPath<LIFXLight, LIFXRef?> = prefix == "group_" ? \.group : \.location
+        let members = lights.values.filter { $0[keyPath: key]?.id == rid }.sorted { $0.id < $1.id }
+        return (members, members.first?[keyPath: key]?.name ?? rid)
+    }
+
+    func lights(matching selector: String) -> [String] {
+        let parts = selector.split(separator: ":", maxSplits: 1).map(String.init)
+        let all = lights.values
+        switch (parts.first ?? "", parts.count > 1 ? parts[1] : "") {
+        case ("all", _): return all.map(\.id).sorted()
+        case ("id", let v): return all.filter { $0.id == v }.map(\.id)
+        case ("group_id", let v): return all.filter { $0.group?.id == v }.map(\.id).sorted()
+        case ("location_id", let v): return all.filter { $0.location?.id == v }.map(\.id).sorted()
+        case ("label", let v): return all.filter { $0.label == v }.map(\.id).sorted()
+        case ("group", let v): return all.filter { $0.group?.name == v }.map(\.id).sorted()
+        case ("location", let v): return all.filter { $0.location?.name == v }.map(\.id).sorted()
+        default: return []
+        }
+    }
+
+    func sceneLights(_ s: LIFXScene) -> [String] {
+        Array(Set(s.states.flatMap { lights(matching: $0.selector) })).sorted()
+    }
+
+    // MARK: commands
+
+    /// Plans a validated command, applies it optimistically and queues its requests. Returns the tickets
+    /// whose outcomes the command waits for.
+    func plan(_ command: DeviceCommand) async throws -> [Int] {
+        if command.deviceID.hasPrefix("scene_") { return [try await activate(command)] }
+        let t = try target(command.deviceID)
+        let plan = try LIFXCommandPlanner.plan(command.fields, target: t, members: t.lights.compactMap { lights[$0] },
+                                               defaultTransition: settings.defaultTransition)
+        for note in plan.notes { await context?.log(.info, note, deviceID: command.deviceID) }
+        var tickets: [Int] = []
+        var touched: Set<String> = []
+        for kind in plan.kinds {
+            var op = LIFXOp(kind: kind, selector: t.selector, lights: t.lights, label: t.label)
+            switch kind {
+            case .set(let s):
+                op.previous = apply(to: t.lights, &touched) { $0.apply(s) }
+            case .delta(let d):
+                op.previous = apply(to: t.lights, &touched) { $0.apply(d) }
+            default:
+                break
+            }
+            tickets.append(enqueue(op))
+        }
+        await publish(touched)
+        return tickets
+    }
+
+    /// Applies a change to lights now; returns their previous values (for a revert).
+    func apply(to ids: [String], _ touched: inout Set<String>, _ change: (inout LIFXLight) -> Void) -> [String: LIFXLight.Values] {
+        var previous: [String: LIFXLight.Values] = [:]
+        for id in ids {
+            guard var l = lights[id] else { continue }
+            previous[id] = l.values
+            change(&l)
+            lights[id] = l
+            touched.insert(id)
+        }
+        return previous
+    }
+
+    func activate(_ command: DeviceCommand) async throws -> Int {
+        let uuid = String(command.deviceID.dropFirst("scene_".count))
+        guard let scene = scenes[uuid] else { throw AdapterError("LIFX scene is not known (refresh with bridge/request/devices/refresh)") }
+        let duration = try LIFXCommandPlanner.sceneActivation(command.fields, defaultTransition: settings.defaultTransition)
+        var previous: [String: LIFXLight.Values] = [:]
+        var touched: Set<String> = []
+        for st in scene.states {
+            for id in lights(matching: st.selector) {
+                if previous[id] == nil { previous[id] = lights[id]!.values }
+                lights[id]!.apply(st.set)
+                touched.insert(id)
+            }
+        }
+        lastActivated[uuid] = Timestamp.rfc3339(Date())
+        let ticket = enqueue(LIFXOp(kind: .scene(uuid: uuid, duration: duration), selector: "scene_id:\(uuid)", lights: touched.sorted(),
+                                    previous: previous, label: scene.name))
+        await publish(touched)
+        await context?.update(command.deviceID, sceneFields(scene))
+        return ticket
+    }
+
+    func enqueue(_ op: LIFXOp) -> Int {
+        let ticket = queue.enqueue(op)
+        wakeUp?.signal()
+        return ticket
+    }
+
+    /// Restores lights to their own previous values, then re-applies what is still queued for them.
+    func revert(_ previous: [String: LIFXLight.Values]) {
+        guard !previous.isEmpty else { return }
+        for (id, v) in previous { lights[id]?.values = v }
+        for op in queue.unanswered {
+            for id in op.lights where previous[id] != nil {
+                switch op.kind {
+                case .set(let s): lights[id]?.apply(s)
+                case .delta(let d): lights[id]?.apply(d)
+                default: break
+                }
+            }
+        }
+    }
+
+    // MARK: outcomes
+
+    func outcome(_ ticket: Int) async throws {
+        if let r = outcomes.removeValue(forKey: ticket) { try r.get(); return }
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in waiters[ticket] = c }
+    }
+
+    func finish(_ tickets: [Int], _ result: Result<Void, AdapterError>) {
+        for t in tickets {
+            if let w = waiters.removeValue(forKey: t) {
+                switch result {
+                case .success: w.resume()
+                case .failure(let e): w.resume(throwing: e)
+                }
+            } else {
+                outcomes[t] = result
+            }
+        }
+    }
+
+    // MARK: dispatch
+
+    /// Waits until `deadline` on the clock; a `wakeable` wait ends early when a command is queued.
+    func pause(until deadline: MonotonicInstant, wakeable: Bool) async {
+        guard deadline > clock.now() else { return }
+        guard wakeable else {
+            try? await clock.sleep(until: deadline)
+            return
+        }
+        let latch = Latch()
+        wakeUp = latch
+        defer { wakeUp = nil }
+        let clock = self.clock
+        await withTaskGroup(of: Void.self) { g in
+            g.addTask { try? await clock.sleep(until: deadline) }
+            g.addTask { await latch.wait() }
+            await g.next()
+            g.cancelAll()
+        }
+    }
+
+    /// Sends what is queued, paced (min_interval, retries, the budget), and polls when nothing is.
+    func dispatchLoop() async {
+        while !Task.isCancelled {
+            let now = clock.now()
+            if let at = queue.sendableAt(budgetAllows: budget.readyAt(now, reserve: 0)) {
+                if at > now { await pause(until: at, wakeable: false); continue }
+                await send(queue.takeBatch(now: now))
+                continue
+            }
+            if now >= nextPoll {
+                let at = budget.readyAt(now, reserve: max(2, budget.limit / 5))
+                if at > now { await pause(until: at, wakeable: true); continue }
+                let ok = await pollOnce()
+                pollFailures = ok ? 0 : pollFailures + 1
+                let backoff = min(settings.pollInterval, 2 * pow(2, Double(min(pollFailures, 6))))
+                nextPoll = clock.now().adding(seconds: ok ? settings.pollInterval : backoff)
+                continue
+            }
+            await pause(until: nextPoll, wakeable: true)
+        }
+    }
+
+    // MARK: state
+
+    /// Takes a listed light in. Values a queued or in-flight command is changing keep their optimistic
+    /// value until that command is answered; `last_seen` moves only with a real change (or hourly), so
+    /// a steady light publishes nothing.
+    func merge(_ listed: LIFXLight) {
+        var l = listed
+        if let old = lights[l.id] {
+            if queue.changes(light: l.id) { l.values = old.values }
+            var a = old, b = l
+            a.lastSeen = nil; b.lastSeen = nil
+            if a == b, let oldSeen = old.lastSeen.flatMap(Timestamp.parse), let newSeen = l.lastSeen.flatMap(Timestamp.parse),
+               newSeen.timeIntervalSince(oldSeen) < 3600 {
+                l.lastSeen = old.lastSeen
+            }
+        }
+        lights[l.id] = l
+    }
+
+    func declare() async {
+        var devices = lights.values.sorted { $0.id < $1.id }.map(lightDescriptor)
+        devices += groupDescriptors()
+        devices += scenes.values.sorted { $0.uuid < $1.uuid }.map(sceneDescriptor)
+        var available: [String: Bool] = [:]
+        for l in lights.values { available[l.id] = l.connected }
+        for d in devices where d.id.hasPrefix("group_") || d.id.hasPrefix("location_") {
+            available[d.id] = (try? target(d.id).lights.contains { lights[$0]?.connected == true }) ?? true
+        }
+        await context?.setDevices(devices, authoritative: false, available: available)
+    }
+
+    /// Publishes the lights' state and availability, and every group or location they belong to.
+    func publish(_ ids: Set<String>) async {
+        guard let context else { return }
+        var groups: Set<String> = [], locations: Set<String> = []
+        for id in ids.sorted() {
+            guard let l = lights[id] else { continue }
+            await context.update(id, l.fields)
+            await context.setAvailable(id, l.connected)
+            if settings.groups, let g = l.group { groups.insert(g.id) }
+            if settings.locations, let loc = l.location { locations.insert(loc.id) }
+        }
+        for (prefix, refs) in [("group_", groups), ("location_", locations)] {
+            for rid in refs.sorted() {
+                let (members, name) = self.members(prefix, rid)
+                if members.isEmpty { continue }
+                await context.update(prefix + rid, LIFXAggregate.fields(members, name: name))
+                await context.setAvailable(prefix + rid, members.contains(where: \.connected))
+            }
+        }
+    }
+
+    func sceneFields(_ s: LIFXScene) -> [String: JSONValue] {
+        ["name": .string(s.name), "lights": JSONValue(sceneLights(s).count),
+         "last_activated": lastActivated[s.uuid].map(JSONValue.string) ?? .null]
+    }
+
+    func reportMetrics() async {
+        await context?.setMetrics([
+            "rate_limit": budget.metrics(clock.now(), wallNow: Date()), "queue": JSONValue(queue.queue.count),
+            "in_flight": JSONValue(queue.inFlight.count), "merged": JSONValue(queue.merged), "retries": JSONValue(queue.retries),
+            "http_requests": JSONValue(sentRequests),
+        ])
+    }
+
+}

@@ -1,0 +1,129 @@
+import SwitchyardCore
+
+/// One request to the LIFX cloud, queued or on the wire, with what it needs to answer its commands
+/// (their tickets) and to undo its optimistic change (each light's previous values).
+struct LIFXOp: Sendable {
+    enum Kind: Sendable, Equatable {
+        case set(LIFXSet)
+        case delta(LIFXDelta)
+        case effect(name: String, body: [String: JSONValue])
+        case scene(uuid: String, duration: Double)
+    }
+    var kind: Kind
+    var selector: String
+    var lights: [String]
+    var previous: [String: LIFXLight.Values] = [:]
+    var tickets: [Int] = []
+    var label: String
+    var attempts = 0
+
+    var isSet: Bool { if case .set = kind { return true }; return false }
+}
+
+/// The merging request queue and its pacing (docs/upstreams/lifx.md "Budget"). Pure: the adapter asks
+/// it what to send and when, and tells it what happened.
+///
+/// - A command for a target that already has a queued request merges into it (last value wins per
+///   field; deltas add up); effects and scene activations never merge.
+/// - One request is on the wire at a time; absolute sets right behind each other go as one batch
+///   (`PUT /lights/states`, at most 50).
+/// - Nothing is sent within `minInterval` of the previous send, nor before a retry's time, nor before
+///   the rate budget allows it.
+/// - Only absolute sets are retried (3 attempts, the delay doubling from `retryDelay`).
+struct LIFXRequestQueue: Sendable {
+    let minInterval: Double
+    let retryDelay: Double
+    private(set) var queue: [LIFXOp] = []
+    private(set) var inFlight: [LIFXOp] = []
+    private(set) var merged = 0
+    private(set) var retries = 0
+    private(set) var lastSend = MonotonicInstant.distantPast
+    private(set) var retryAt = MonotonicInstant.distantPast
+    private var nextTicket = 0
+
+    init(minInterval: Double, retryDelay: Double) {
+        self.minInterval = minInterval
+        self.retryDelay = retryDelay
+    }
+
+    var isEmpty: Bool { queue.isEmpty }
+
+    /// Whether a queued or in-flight request changes this light (a poll must not overwrite its
+    /// optimistic values until that request is answered).
+    func changes(light id: String) -> Bool { (queue + inFlight).contains { $0.lights.contains(id) } }
+
+    /// Everything not yet answered, queued first.
+    var unanswered: [LIFXOp] { queue + inFlight }
+
+    /// Queues an op, merging sets (and deltas) into the latest queued op for the same selector. Returns
+    /// the ticket its command waits on.
+    mutating func enqueue(_ op: LIFXOp) -> Int {
+        nextTicket += 1
+        let ticket = nextTicket
+        let mine = Set(op.lights)
+        if let i = queue.lastIndex(where: { !Set($0.lights).isDisjoint(with: mine) || $0.selector == op.selector }),
+           queue[i].selector == op.selector {
+            var kind: LIFXOp.Kind?
+            switch (queue[i].kind, op.kind) {
+            case (.set(let a), .set(let b)): kind = .set(a.merged(with: b))
+            case (.delta(let a), .delta(let b)): kind = .delta(a.merged(with: b))
+            default: kind = nil
+            }
+            if let kind {
+                queue[i].kind = kind
+                queue[i].tickets.append(ticket)
+                for (id, v) in op.previous where queue[i].previous[id] == nil { queue[i].previous[id] = v }
+                merged += 1
+                return ticket
+            }
+        }
+        var op = op
+        op.tickets = [ticket]
+        queue.append(op)
+        return ticket
+    }
+
+    /// When the head of the queue may go, given when the budget allows the next request; nil when empty.
+    func sendableAt(budgetAllows: MonotonicInstant) -> MonotonicInstant? {
+        guard !queue.isEmpty else { return nil }
+        return max(lastSend.adding(seconds: minInterval), retryAt, budgetAllows)
+    }
+
+    /// Takes the next request off the queue and puts it on the wire: the head op, plus the absolute
+    /// sets right behind it when the head is a set.
+    mutating func takeBatch(now: MonotonicInstant) -> [LIFXOp] {
+        var batch = [queue.removeFirst()]
+        if batch[0].isSet {
+            while batch.count < 50, let next = queue.first, next.isSet { batch.append(queue.removeFirst()) }
+        }
+        inFlight = batch
+        lastSend = now
+        return batch
+    }
+
+    /// The request on the wire was answered (or failed): it is no longer in flight.
+    mutating func answered() { inFlight = [] }
+
+    /// A 429: the batch goes back to the front, to be sent again once the budget allows.
+    mutating func requeue(_ batch: [LIFXOp]) {
+        queue.insert(contentsOf: batch, at: 0)
+    }
+
+    /// A failure worth retrying (5xx, no answer): absolute sets go back to the front, to be sent again
+    /// after `retryDelay` (doubling); returns false when the batch is not retried (anything but absolute
+    /// sets, or the third attempt failed).
+    mutating func retry(_ batch: [LIFXOp], now: MonotonicInstant) -> Bool {
+        guard batch.allSatisfy({ $0.isSet && $0.attempts < 2 }) else { return false }
+        retries += 1
+        let again = batch.map { op -> LIFXOp in
+            var o = op
+            o.attempts += 1
+            return o
+        }
+        var delay = retryDelay
+        for _ in 1..<again[0].attempts { delay *= 2 }
+        retryAt = now.adding(seconds: delay)
+        queue.insert(contentsOf: again, at: 0)
+        return true
+    }
+}

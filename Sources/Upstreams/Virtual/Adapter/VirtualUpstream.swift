@@ -1,0 +1,34 @@
+import SwitchyardConfig
+import SwitchyardCore
+
+/// `virtual:` — in-memory lights, switches and sensors, for trying the bridge without hardware.
+public struct VirtualUpstream: Upstream {
+    public init() {}
+    public var key: String { "virtual" }
+
+    public struct Settings: Sendable, Equatable {
+        public var devices: [VirtualAdapter.Device] = []
+        public var sensorInterval = 30.0
+        public init(devices: [VirtualAdapter.Device] = [], sensorInterval: Double = 30) {
+            self.devices = devices
+            self.sensorInterval = sensorInterval
+        }
+    }
+
+    public func read(_ v: ConfigSection, bridge: BridgeConfigContext) -> Settings {
+        var out = Settings()
+        out.sensorInterval = v.double("sensor_interval", 30, min: 0.1, max: 86_400)
+        var seen: Set<String> = []
+        for d in v.list("devices") {
+            let name = d.deviceName(seen: &seen, missing: "every device needs a name")
+            let type = d.choice("type", "light", ["light", "switch", "sensor"])
+            let label = d.string("label", name)
+            d.finish()
+            out.devices.append(VirtualAdapter.Device(name: name, label: label, type: type))
+        }
+        v.finish()
+        return out
+    }
+
+    public func makeAdapter(_ s: Settings) -> any Adapter { VirtualAdapter(devices: s.devices, sensorInterval: s.sensorInterval) }
+}

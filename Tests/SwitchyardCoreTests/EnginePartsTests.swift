@@ -1,0 +1,257 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import SwitchyardCore
+
+/// The engine's pure parts: what a message asks for, what a registry change publishes, the bridge
+/// API's payloads, the clocks. No broker, no sockets.
+let scheme = TopicScheme(base: "b")
+
+func lamp(_ id: String = "lamp-1", name: String? = "lamp", label: String = "Lamp") -> DeviceDescriptor {
+    DeviceDescriptor(id: id, label: label, configuredName: name, model: "m", manufacturer: "t", category: .light,
+                     capabilities: [.state(), .brightness(), .transition()])
+}
+
+struct Directory: InboundDirectory {
+    var adapters: [String: (mirror: Bool, devices: [DeviceDescriptor])]
+    func isMirror(_ adapter: String) -> Bool? { adapters[adapter]?.mirror }
+    func device(_ adapter: String, named name: String) -> (id: String, descriptor: DeviceDescriptor, name: String)? {
+        adapters[adapter]?.devices.first { ($0.configuredName ?? $0.label) == name }.map { ($0.id, $0, name) }
+    }
+    var adapterIDs: [String] { adapters.keys.sorted() }
+}
+
+@Suite struct InboundRouterTests {
+    let router = InboundRouter(scheme: scheme, maxPayload: 64, commandMaxAge: 30, discovery: true)
+    let dir = Directory(adapters: ["test": (false, [lamp()]), "ha": (true, [])])
+
+    func route(_ topic: String, _ payload: String, retain: Bool = false, props: [String: String] = [:]) -> InboundRoute {
+        router.route(InboundMessage(topic: topic, payload: Array(payload.utf8), retain: retain, userProperties: props), in: dir)
+    }
+
+    @Test func aValidCommandIsRoutedWithItsTransactionAndResultTopic() {
+        #expect(route("b/test/lamp/set", #"{"state":"on","brightness":40,"transaction":"t1"}"#)
+                == .command(adapter: "test", DeviceCommand(deviceID: "lamp-1", fields: ["state": "ON", "brightness": 40]),
+                            topic: "b/test/lamp/set", transaction: "t1", resultTopic: "b/test/lamp/result"))
+        #expect(route("b/test/lamp/set/brightness", "75")
+                == .command(adapter: "test", DeviceCommand(deviceID: "lamp-1", fields: ["brightness": 75]),
+                            topic: "b/test/lamp/set/brightness", transaction: nil, resultTopic: "b/test/lamp/result"))
+        #expect(route("b/test/lamp/get", "") == .refresh(adapter: "test", deviceID: "lamp-1", topic: "b/test/lamp/get"))
+    }
+
+    @Test func refusalsSayWhyAndAnswerTheTransactionWhereTheyCan() {
+        #expect(route("b/test/lamp/set", #"{"brightness":150,"transaction":9}"#)
+                == .reject("brightness: 150 is out of range 0–100", topic: "b/test/lamp/set", transaction: 9, resultTopic: "b/test/lamp/result"))
+        guard case .reject(let m, _, nil, nil) = route("b/test/lamp/set", "{oops") else { Issue.record("not refused"); return }
+        #expect(m.hasPrefix("malformed JSON"))
+        guard case .reject(let big, _, _, _) = route("b/test/lamp/set", String(repeating: "x", count: 65)) else { Issue.record("not refused"); return }
+        #expect(big.contains("over mqtt.max_payload (64)"))
+        guard case .reject(let a, _, _, _) = route("b/nosuch/lamp/set", "ON") else { Issue.record("not refused"); return }
+        #expect(a == "unknown adapter 'nosuch' (running: ha, test)")
+    }
+
+    @Test func anUnknownDeviceIsNamedSoTheEngineCanHoldItUntilTheListing() {
+        #expect(route("b/test/desk/set", #"{"state":"ON","transaction":2}"#)
+                == .unknownDevice(adapter: "test", "unknown device 'desk' for adapter 'test'", topic: "b/test/desk/set", transaction: 2))
+    }
+
+    @Test func retainedCommandsOldCommandsMirrorsAndBirth() {
+        #expect(route("b/test/lamp/set", "ON", retain: true) == .retainedCommand(topic: "b/test/lamp/set"))
+        #expect(route("b/bridge/request/health_check", "", retain: true) == .retainedCommand(topic: "b/bridge/request/health_check"))
+        let old = Timestamp.rfc3339(Date().addingTimeInterval(-120))
+        guard case .reject(let m, _, _, _) = route("b/test/lamp/set", "ON", props: ["timestamp": old]) else { Issue.record("not dropped"); return }
+        #expect(m.contains("over mqtt.command_max_age (30 s)"))
+        #expect(route("b/test/lamp/set", "ON", props: ["timestamp": Timestamp.rfc3339(Date())]) != .none)
+        #expect(route("b/ha/light/porch/set", "ON") == .mirror(adapter: "ha", path: "light/porch/set", topic: "b/ha/light/porch/set"))
+        #expect(route("homeassistant/status", "online") == .homeAssistantOnline)
+        #expect(route("homeassistant/status", "offline") == InboundRoute.none)
+        #expect(route("b/test/lamp", "{}") == InboundRoute.none)
+    }
+}
+
+@Suite struct DeviceRegistryTests {
+    func registry(discovery: Bool = true) -> DeviceRegistry {
+        DeviceRegistry(adapterID: "test", scheme: scheme, discovery: discovery ? DiscoveryBuilder(scheme: scheme, version: "t") : nil,
+                       reservedPrefixes: [])
+    }
+    func topics(_ out: [RegistryOutput]) -> [String] {
+        out.compactMap { if case .publish(let p) = $0 { return p.topic }; return nil }
+    }
+
+    @Test func aNewDeviceGetsDetailsDiscoveryAvailabilityAndAnEvent() {
+        var r = registry()
+        var out: [RegistryOutput] = []
+        #expect(r.setDevices([lamp()], authoritative: false, available: [:], into: &out))
+        #expect(topics(out) == ["b/bridge/devices/test/lamp", "homeassistant/light/switchyard_b_test_lamp-1/light/config",
+                                "b/test/lamp/availability", "b/bridge/event"])
+        // Listed again unchanged: nothing.
+        out = []
+        #expect(!r.setDevices([lamp()], authoritative: false, available: [:], into: &out))
+        #expect(out.isEmpty)
+        // Listed as unreachable from the start: it never says online.
+        var r2 = registry(discovery: false)
+        out = []
+        _ = r2.setDevices([lamp()], authoritative: false, available: ["lamp-1": false], into: &out)
+        #expect(out.contains(.publish(Publication("b/test/lamp/availability", text: "offline", retain: true))))
+        #expect(!out.contains(.publish(Publication("b/test/lamp/availability", text: "online", retain: true))))
+    }
+
+    @Test func stateIsPublishedWholeOnlyWhenARoundedValueChanges() {
+        var r = registry()
+        var out: [RegistryOutput] = []
+        _ = r.setDevices([lamp()], authoritative: false, available: [:], into: &out)
+        #expect(r.update("lamp-1", ["state": "OFF", "brightness": 29.999237])?.text == #"{"brightness":30,"state":"OFF"}"#)
+        #expect(r.update("lamp-1", ["brightness": 30.2]) == nil)
+        #expect(r.update("lamp-1", ["brightness": 31])?.text == #"{"brightness":31,"state":"OFF"}"#)
+        #expect(r.state("lamp-1", force: true)?.text == #"{"brightness":31,"state":"OFF"}"#)
+        #expect(r.update("nosuch", ["state": "ON"]) == nil)
+        #expect(r.setAvailable("lamp-1", true) == nil)   // already online
+        #expect(r.setAvailable("lamp-1", false)?.text == "offline")
+    }
+
+    @Test func aDeviceMissingFromUpstreamListingsGoesOnlyAfterThree() {
+        var r = registry()
+        var out: [RegistryOutput] = []
+        _ = r.setDevices([lamp()], authoritative: false, available: [:], into: &out)
+        for _ in 0..<2 { _ = r.setDevices([], authoritative: false, available: [:], into: &out) }
+        #expect(r.devices.count == 1)
+        _ = r.setDevices([lamp()], authoritative: false, available: [:], into: &out)   // back: counting starts again
+        for _ in 0..<2 { _ = r.setDevices([], authoritative: false, available: [:], into: &out) }
+        #expect(r.devices.count == 1)
+        out = []
+        #expect(r.setDevices([], authoritative: false, available: [:], into: &out))
+        #expect(r.devices.isEmpty)
+        #expect(Set(topics(out)).isSuperset(of: ["b/test/lamp", "b/test/lamp/availability", "b/bridge/devices/test/lamp",
+                                                  "homeassistant/light/switchyard_b_test_lamp-1/light/config", "b/bridge/event"]))
+        // From config (authoritative): at once.
+        var c = registry()
+        _ = c.setDevices([lamp()], authoritative: true, available: [:], into: &out)
+        _ = c.setDevices([], authoritative: true, available: [:], into: &out)
+        #expect(c.devices.isEmpty)
+    }
+
+    @Test func aRenameClearsTheOldTopicsAndKeepsTheDiscoveryID() throws {
+        var r = registry()
+        var out: [RegistryOutput] = []
+        _ = r.setDevices([lamp()], authoritative: false, available: [:], into: &out)
+        _ = r.update("lamp-1", ["state": "ON"])
+        out = []
+        _ = r.setDevices([lamp(name: "desk")], authoritative: false, available: [:], into: &out)
+        let pubs = out.compactMap { if case .publish(let p) = $0 { return p }; return nil }
+        for t in ["b/test/lamp", "b/test/lamp/availability", "b/bridge/devices/test/lamp"] {
+            #expect(pubs.contains(Publication(t, [], retain: true)), "\(t) not cleared")
+        }
+        #expect(pubs.contains(Publication("b/test/desk", text: #"{"state":"ON"}"#, retain: true)))
+        #expect(pubs.contains(Publication("b/test/desk/availability", text: "online", retain: true)))
+        let disc = try #require(pubs.first { $0.topic == "homeassistant/light/switchyard_b_test_lamp-1/light/config" })
+        #expect(disc.text.contains(#""state_topic":"b/test/desk""#))
+        #expect(r.record(named: "desk")?.descriptor.id == "lamp-1" && r.record(named: "lamp") == nil)
+    }
+
+    @Test func clashingLabelsGetTheirIdsWithAWarning() {
+        var r = registry(discovery: false)
+        var out: [RegistryOutput] = []
+        _ = r.setDevices([lamp("a", name: nil, label: "Hall"), lamp("b", name: nil, label: "Hall")], authoritative: false, available: [:],
+                         into: &out)
+        #expect(Set(r.devices.values.map(\.name)) == ["hall_a", "hall_b"])
+        #expect(out.filter { if case .log(.warning, _) = $0 { return true }; return false }.count == 2)
+        #expect(r.nameDepths == [1])
+        #expect(r.offlineAll().map(\.topic) == ["b/test/hall_a/availability", "b/test/hall_b/availability"])
+    }
+}
+
+@Suite struct BridgeAPITests {
+    @Test func requestsAndResponses() throws {
+        let (body, transaction) = try BridgeAPI.parse(Array(#"{"transaction": 7, "x": 1}"#.utf8)).get()
+        #expect(body["x"] == 1 && transaction == 7)
+        let empty = try BridgeAPI.parse(Array(" \n".utf8)).get()
+        #expect(empty.body == .object([:]) && empty.transaction == nil)
+        #expect(throws: AdapterError.self) { try BridgeAPI.parse(Array("{".utf8)).get() }
+        #expect(BridgeAPI.response(.success(["a": 1]), transaction: "t") == ["status": "ok", "data": ["a": 1], "transaction": "t"])
+        #expect(BridgeAPI.response(.failure(AdapterError("no")), transaction: nil) == ["status": "error", "error": "no"])
+        var stats = TransportStats()
+        stats.connected = true
+        stats.dropped = 3
+        let h = BridgeAPI.health(uptime: 12, rss: nil, transport: stats, adapters: ["x": ["status": "running"]])
+        #expect(h["uptime"] == 12 && h["rss_bytes"] == .null && h["mqtt"]?["connected"] == true && h["mqtt"]?["dropped"] == 3)
+        #expect(h["adapters"]?["x"]?["status"] == "running")
+    }
+}
+
+@Suite struct ClockTests {
+    @Test func aManualClockWakesSleepersInDeadlineOrderOnlyWhenMoved() async throws {
+        let clock = ManualClock()
+        let woke = LockedList()
+        try await withThrowingTaskGroup(of: Void.self) { g in
+            for s in [3, 1, 2] {
+                g.addTask {
+                    try await clock.sleep(seconds: Double(s))
+                    woke.append(s)
+                }
+            }
+            while clock.sleeping < 3 { await Task.yield() }
+            clock.advance(by: .milliseconds(999))
+            #expect(clock.sleeping == 3 && woke.values.isEmpty)
+            clock.advance(by: .seconds(2))
+            while clock.sleeping > 1 { await Task.yield() }
+            clock.advance(by: .seconds(5))
+            try await g.waitForAll()
+        }
+        #expect(Set(woke.values) == [1, 2, 3] && woke.values.last == 3)
+        // A cancelled sleeper throws and leaves.
+        let t = Task { try await clock.sleep(seconds: 10) }
+        while clock.sleeping < 1 { await Task.yield() }
+        t.cancel()
+        await #expect(throws: CancellationError.self) { try await t.value }
+        #expect(clock.sleeping == 0)
+    }
+
+    @Test func aLatchReleasesEveryWaiterAndLaterOnesAtOnce() async {
+        let latch = Latch()
+        await withTaskGroup(of: Void.self) { g in
+            for _ in 0..<3 { g.addTask { await latch.wait() } }
+            latch.signal()
+        }
+        await latch.wait()
+        #expect(latch.isSignalled)
+    }
+
+    @Test func childTasksEndWithTheirOwnerAndTheGateKeepsOrder() async throws {
+        let ran = LockedList()
+        try await withChildTasks { tasks in
+            let spawned = tasks.spawn { ran.append(1) }
+            #expect(spawned)
+            tasks.spawn {
+                ran.append(2)
+                do { try await Task.sleep(for: .seconds(3600)); ran.append(99) } catch { ran.append(-1) }   // cancelled when the body returns
+            }
+            while ran.values.count < 2 { await Task.yield() }
+        }
+        // Both ran, and the sleeper was cancelled and had ended when withChildTasks returned.
+        #expect(Set(ran.values) == [1, 2, -1])
+        let gate = SerialGate()
+        let order = LockedList()
+        try await withThrowingTaskGroup(of: Void.self) { g in
+            for i in 0..<5 {
+                g.addTask {
+                    _ = try await gate.run {
+                        order.append(i)
+                        try await Task.sleep(for: .milliseconds(1))
+                        order.append(i)
+                    }
+                }
+            }
+            try await g.waitForAll()
+        }
+        // One operation at a time: every start is followed by its own end.
+        let v = order.values
+        #expect(v.count == 10 && stride(from: 0, to: 10, by: 2).allSatisfy { v[$0] == v[$0 + 1] })
+    }
+}
+
+final class LockedList: Sendable {
+    let list = Mutex<[Int]>([])
+    func append(_ v: Int) { list.withLock { $0.append(v) } }
+    var values: [Int] { list.withLock { $0 } }
+}
+
