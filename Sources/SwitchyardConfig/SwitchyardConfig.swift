@@ -53,6 +53,8 @@ public struct SwitchyardConfig: Sendable, Equatable {
         public var discovery = true
         public var prefix = "homeassistant"
         public var statusTopic = "homeassistant/status"
+        /// `origin.support_url` in every discovery config; none unless configured.
+        public var supportURL: String?
     }
 
     public var file = "config.yaml"
@@ -120,6 +122,11 @@ public struct SwitchyardConfig: Sendable, Equatable {
         c.homeassistant.discovery = ha.bool("discovery", true)
         c.homeassistant.prefix = topicPrefix(ha, "prefix", "homeassistant")
         c.homeassistant.statusTopic = topicPrefix(ha, "status_topic", "homeassistant/status")
+        if let (url, _) = ha.scalar("support_url") {
+            if url.hasPrefix("https://") || url.hasPrefix("http://") { c.homeassistant.supportURL = url } else {
+                ha.problem(at: "support_url", "expected an http(s):// URL, got '\(url)'")
+            }
+        }
         ha.finish()
 
         let health = top.section("health")

@@ -158,8 +158,60 @@ extension BridgeEngine {
         republishAll()
     }
 
+    /// The bridge's own device in Home Assistant (connection state, version, republish, adapter statuses);
+    /// what an earlier announcement had and this one has not (a removed adapter) is cleared.
+    func announceBridge() {
+        guard settings.discovery else { return }
+        let entries = discovery.bridgeEntries(adapters: slotOrder)
+        let topics = entries.map(\.topic)
+        for stale in bridgeDiscoveryTopics where !topics.contains(stale) { transport.publish(stale, [], qos: 1, retain: true) }
+        for e in entries { transport.publish(e.topic, json: e.payload, qos: 1, retain: true) }
+        bridgeDiscoveryTopics = topics
+    }
+
+    var sweepTopic: String { scheme.bridge("sweep") }
+    var discoverySweep: DiscoverySweep { DiscoverySweep(discoveryPrefix: scheme.discoveryPrefix, nodePrefix: discovery.nodePrefix) }
+
+    /// Starts the sweep of orphaned discovery configs once the broker is connected and every adapter has
+    /// listed its devices (or given up): subscribes to the discovery configs, then publishes a sentinel
+    /// that comes back after every retained config the broker sends for that subscription.
+    func maybeSweep() {
+        guard settings.discovery, connectedOnce, !stopped, case .waiting = sweep, slots.values.allSatisfy(\.settled) else { return }
+        var bytes = [UInt8](repeating: 0, count: 8)
+        for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255) }
+        let nonce = bytes.hexString
+        sweep = .collecting(nonce: nonce, found: [])
+        updateSubscriptions(force: true)
+        transport.publish(sweepTopic, Array(nonce.utf8), qos: 1, retain: false)
+    }
+
+    /// A message on the sweep's subscriptions: a retained config of ours to judge, or the sentinel.
+    func swept(_ m: InboundMessage) {
+        guard case .collecting(let nonce, var found) = sweep else { return }
+        if m.topic == sweepTopic {
+            guard String(decoding: m.payload, as: UTF8.self) == nonce else { return }
+            sweep = .done
+            updateSubscriptions(force: true)
+            let current = DiscoverySweep.Current(
+                bridgeNode: discovery.bridgeNode, bridgeTopics: Set(bridgeDiscoveryTopics),
+                adapters: Dictionary(slotOrder.compactMap { id in slots[id].map { (Naming.normaliseID(id), ($0.registry.discoveryTopics, $0.registry.listsFromConfig)) } },
+                                     uniquingKeysWith: { a, _ in a }))
+            let orphans = found.filter { discoverySweep.isOrphan($0, current: current) }.sorted()
+            for t in orphans { transport.publish(t, [], qos: 1, retain: true) }
+            if !orphans.isEmpty {
+                logger.info("cleared orphaned discovery configs", metadata: ["count": "\(orphans.count)"])
+            }
+            return
+        }
+        // Retained copies only: a live config is one we (or something else) are publishing now.
+        guard m.retain, !m.payload.isEmpty, discoverySweep.node(of: m.topic) != nil else { return }
+        found.insert(m.topic)
+        sweep = .collecting(nonce: nonce, found: found)
+    }
+
     /// Re-announces discovery, state and availability of every device (HA birth, `republish` request).
     func republishAll() {
+        announceBridge()
         for id in slotOrder {
             guard let slot = slots[id] else { continue }
             var out: [RegistryOutput] = []
@@ -194,6 +246,7 @@ extension BridgeEngine {
         subscribedDepths = depths
         var filters = scheme.commandFilters(depths: depths)
         if settings.discovery { filters.append(scheme.haStatusTopic) }
+        if case .collecting = sweep { filters += [discoverySweep.filter, sweepTopic] }
         transport.setSubscriptions(filters)
     }
 

@@ -25,11 +25,13 @@ public struct EngineSettings: Sendable {
     /// At most this many held commands, and this many payload bytes, per adapter.
     public var heldLimit: Int
     public var heldBytesLimit: Int
+    /// `origin.support_url` in discovery (`homeassistant.support_url`); none by default.
+    public var supportURL: String?
 
     public init(scheme: TopicScheme, discovery: Bool = true, version: String, commandMaxAge: TimeInterval = 30,
                 maxPayload: Int = 256 * 1024, healthInterval: TimeInterval = 60, commandQueueLimit: Int = 1000,
                 reannounceDelay: ClosedRange<Double> = 0.5...3, settleTimeout: Double = 15, heldLimit: Int = 1000,
-                heldBytesLimit: Int = 1 << 20) {
+                heldBytesLimit: Int = 1 << 20, supportURL: String? = nil) {
         self.scheme = scheme
         self.discovery = discovery
         self.version = version
@@ -41,6 +43,7 @@ public struct EngineSettings: Sendable {
         self.settleTimeout = settleTimeout
         self.heldLimit = heldLimit
         self.heldBytesLimit = heldBytesLimit
+        self.supportURL = supportURL
     }
 }
 
@@ -119,6 +122,12 @@ public actor BridgeEngine {
     var subscribedDepths: Set<Int> = []
     var reannounceGeneration = 0
     var stopped = false
+    /// The bridge device's discovery topics as last announced.
+    var bridgeDiscoveryTopics: [String] = []
+    /// The clearing of orphaned discovery configs, once per process (see `DiscoverySweep`).
+    enum SweepState { case waiting, collecting(nonce: String, found: Set<String>), done }
+    var sweep = SweepState.waiting
+    var connectedOnce = false
     var reloader: (@Sendable () async throws -> JSONValue)?
     let control: AsyncStream<Control>
     let controlQueue: AsyncStream<Control>.Continuation
@@ -129,7 +138,7 @@ public actor BridgeEngine {
         self.logger = logger
         self.clock = clock
         self.startedAtMonotonic = clock.now()
-        self.discovery = DiscoveryBuilder(scheme: settings.scheme, version: settings.version)
+        self.discovery = DiscoveryBuilder(scheme: settings.scheme, version: settings.version, supportURL: settings.supportURL)
         self.router = InboundRouter(scheme: settings.scheme, maxPayload: settings.maxPayload, commandMaxAge: settings.commandMaxAge,
                                     discovery: settings.discovery)
         (control, controlQueue) = AsyncStream.makeStream(of: Control.self)
@@ -160,6 +169,7 @@ public actor BridgeEngine {
         publishInfo()
         publishDeviceList()
         for a in adapters { startAdapter(a) }
+        announceBridge()
         await withDiscardingTaskGroup { group in
             group.addTask { await self.healthLoop() }
             group.addTask { await self.supervise() }
@@ -250,6 +260,7 @@ public actor BridgeEngine {
         publishDeviceList()
         updateSubscriptions()
         publishInfo()
+        announceBridge()
     }
 
     func startAdapter(_ adapter: any Adapter) {
@@ -284,6 +295,7 @@ public actor BridgeEngine {
         slot.held = []
         slot.heldBytes = 0
         for m in held { handle(m) }
+        maybeSweep()
     }
 
     /// Holds a command for a device its adapter has not listed yet, within the per-adapter bounds.
@@ -328,6 +340,10 @@ public actor BridgeEngine {
         switch event {
         case .connected(let sessionPresent):
             logger.debug("broker connected: republished by the transport", metadata: ["mqtt.session_present": "\(sessionPresent)"])
+            connectedOnce = true
+            // A sweep cut short by the disconnect asks again (its subscription came back with the session).
+            if case .collecting(let nonce, _) = sweep { transport.publish(sweepTopic, Array(nonce.utf8), qos: 1, retain: false) }
+            maybeSweep()
         case .disconnected(let reason):
             logger.debug("broker disconnected: publishes wait in the outbox", metadata: ["reason": "\(reason)"])
         case .message(let m):
@@ -337,6 +353,11 @@ public actor BridgeEngine {
 
     func handle(_ m: InboundMessage) {
         guard !stopped else { return }
+        // Discovery configs reach us only while the sweep reads them (and its sentinel ends it).
+        if m.topic.hasPrefix(scheme.discoveryPrefix + "/") && m.topic != scheme.haStatusTopic || m.topic == sweepTopic {
+            swept(m)
+            return
+        }
         switch router.route(m, in: Directory(slots: slots, order: slotOrder)) {
         case .none:
             break

@@ -24,6 +24,9 @@ public struct Capability: Sendable, Equatable {
         case sensor
         /// Read-only, diagnostic (signal, last_seen); a diagnostic sensor in discovery.
         case diagnostic
+        /// A setting of the device (a flash's auto-off time, a clock's 24-hour mode): announced with
+        /// `entity_category: config`, so Home Assistant shows it with the device's settings.
+        case config
         /// Kept in the state but not announced on its own.
         case hidden
     }
@@ -36,9 +39,11 @@ public struct Capability: Sendable, Equatable {
     public var role: Role
     /// Home Assistant device class for sensors (`temperature`, `signal_strength`, …).
     public var deviceClass: String?
+    /// The entity's name in Home Assistant when the field's name made readable is not right (`RSSI`).
+    public var entityName: String?
 
     public init(_ name: String, _ kind: Kind, unit: String? = nil, writable: Bool = false, readable: Bool = true,
-                role: Role = .main, deviceClass: String? = nil) {
+                role: Role = .main, deviceClass: String? = nil, entityName: String? = nil) {
         self.name = name
         self.kind = kind
         self.unit = unit
@@ -46,6 +51,7 @@ public struct Capability: Sendable, Equatable {
         self.readable = readable
         self.role = role
         self.deviceClass = deviceClass
+        self.entityName = entityName
     }
 
     // Common fields, in the user's units (TOPICS.md "State fields").

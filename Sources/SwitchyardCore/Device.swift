@@ -26,10 +26,19 @@ public struct DeviceDescriptor: Sendable, Equatable {
     /// Bare (non-JSON) payloads `/set` accepts and the fields each stands for. Devices with a `state`
     /// field take ON, OFF and TOGGLE; a scene takes ACTIVATE.
     public var bareCommands: [String: [String: JSONValue]]
+    /// The device's name in Home Assistant when neither the upstream's label nor the configured name
+    /// made readable is right (a flash known only by its address: never show the address).
+    public var displayName: String?
+    /// Firmware and hardware versions, where the upstream says them.
+    public var swVersion: String?
+    public var hwVersion: String?
+    /// The room Home Assistant should put the device in (a LIFX group), where the upstream knows it.
+    public var suggestedArea: String?
 
     public init(id: String, label: String, configuredName: String? = nil, namespace: String = "", model: String? = nil,
                 manufacturer: String? = nil, category: DeviceCategory, capabilities: [Capability],
-                bareCommands: [String: [String: JSONValue]]? = nil) {
+                bareCommands: [String: [String: JSONValue]]? = nil, displayName: String? = nil, swVersion: String? = nil,
+                hwVersion: String? = nil, suggestedArea: String? = nil) {
         self.id = id
         self.label = label
         self.configuredName = configuredName
@@ -39,6 +48,18 @@ public struct DeviceDescriptor: Sendable, Equatable {
         self.category = category
         self.capabilities = capabilities
         self.bareCommands = bareCommands ?? (capabilities.contains { $0.name == "state" && $0.writable } ? CommandParser.stateWords : [:])
+        self.displayName = displayName
+        self.swVersion = swVersion
+        self.hwVersion = hwVersion
+        self.suggestedArea = suggestedArea
+    }
+
+    /// The device's name for people (Home Assistant's device name): `displayName`; else the upstream's
+    /// own label; else the configured name made readable (`key_light` → "Key light"). Never an id.
+    public var humanName: String {
+        if let displayName, !displayName.isEmpty { return displayName }
+        if !label.isEmpty, label != configuredName, label != id { return label }
+        return Naming.readable(configuredName ?? label)
     }
 
     public func capability(_ name: String) -> Capability? { capabilities.first { $0.name == name } }

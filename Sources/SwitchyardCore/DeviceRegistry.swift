@@ -45,6 +45,8 @@ public struct DeviceRegistry: Sendable {
     let reservedPrefixes: [String]
     public private(set) var devices: [String: Record] = [:]
     public private(set) var byName: [String: String] = [:]
+    /// The adapter lists its devices from config (authoritative listings): a device it does not list is gone.
+    public private(set) var listsFromConfig = false
 
     public init(adapterID: String, scheme: TopicScheme, discovery: DiscoveryBuilder?, reservedPrefixes: [String]) {
         self.adapterID = adapterID
@@ -58,6 +60,7 @@ public struct DeviceRegistry: Sendable {
         var r = DeviceRegistry(adapterID: adapterID, scheme: scheme, discovery: discovery, reservedPrefixes: reservedPrefixes)
         r.devices = devices
         r.byName = byName
+        r.listsFromConfig = listsFromConfig
         return r
     }
 
@@ -73,6 +76,7 @@ public struct DeviceRegistry: Sendable {
     /// whether the device list changed.
     public mutating func setDevices(_ listed: [DeviceDescriptor], authoritative: Bool, available: [String: Bool],
                                     into out: inout [RegistryOutput]) -> Bool {
+        if authoritative { listsFromConfig = true }
         let listedIDs = Set(listed.map(\.id))
         var removed: [String] = []
         for (id, rec) in devices where !listedIDs.contains(id) {
@@ -237,6 +241,11 @@ public struct DeviceRegistry: Sendable {
         for stale in rec.discoveryTopics where !topics.contains(stale) { out.append(.publish(Publication(stale, [], retain: true))) }
         for e in entries { out.append(.publish(Publication(e.topic, json: e.payload, retain: true))) }
         rec.discoveryTopics = topics
+    }
+
+    /// Every device's discovery topics, by normalised device id (as in its discovery node).
+    public var discoveryTopics: [String: Set<String>] {
+        Dictionary(devices.values.map { (Naming.normaliseID($0.descriptor.id), Set($0.discoveryTopics)) }, uniquingKeysWith: { a, b in a.union(b) })
     }
 
     /// One entry of `bridge/devices` per device, by name.

@@ -1,12 +1,32 @@
 /// Builds Home Assistant MQTT discovery configs from a device's declared capabilities
-/// (per-component discovery, TOPICS.md Decision 8). Pure: the engine decides when to publish.
+/// (per-component discovery; docs/design.md "Discovery"). Pure: the engine decides when to publish.
+///
+/// Only what has a state is announced as a stateful entity: a field that is written but never read
+/// (`transition`, `brightness_step`) gets no entity; actions are buttons. Every `value_template` reads a
+/// field the device's state always carries. Devices are named for people (`DeviceDescriptor.humanName`)
+/// and linked to the bridge's own device (`via_device`).
 public struct DiscoveryBuilder: Sendable {
     public var scheme: TopicScheme
     public var version: String
+    /// `origin.support_url`, only when configured (`homeassistant.support_url`).
+    public var supportURL: String?
 
-    public init(scheme: TopicScheme, version: String) {
+    public init(scheme: TopicScheme, version: String, supportURL: String? = nil) {
         self.scheme = scheme
         self.version = version
+        self.supportURL = supportURL
+    }
+
+    /// The bridge's own device in Home Assistant, which every device of the bridge links to.
+    public var bridgeNode: String { "switchyard_\(Naming.normaliseID(scheme.base))_bridge" }
+
+    /// The prefix of every discovery node of this bridge (`switchyard_<base>_`): its own, and nobody else's.
+    public var nodePrefix: String { "switchyard_\(Naming.normaliseID(scheme.base))_" }
+
+    var origin: JSONValue {
+        var o: [String: JSONValue] = ["name": "Switchyard", "sw_version": .string(version)]
+        if let supportURL { o["support_url"] = .string(supportURL) }
+        return .object(o)
     }
 
     public struct Entry: Sendable, Equatable {
@@ -28,10 +48,14 @@ public struct DiscoveryBuilder: Sendable {
         let objectBase = Naming.slug(name).isEmpty ? Naming.normaliseID(d.id) : Naming.slug(name)
         var deviceBlock: [String: JSONValue] = [
             "identifiers": [.string(node)],
-            "name": .string(d.label.isEmpty ? name : d.label),
+            "name": .string(d.humanName),
+            "via_device": .string(bridgeNode),
         ]
         if let m = d.model { deviceBlock["model"] = .string(m) }
         if let m = d.manufacturer { deviceBlock["manufacturer"] = .string(m) }
+        if let v = d.swVersion { deviceBlock["sw_version"] = .string(v) }
+        if let v = d.hwVersion { deviceBlock["hw_version"] = .string(v) }
+        if let a = d.suggestedArea { deviceBlock["suggested_area"] = .string(a) }
         let common: [String: JSONValue] = [
             "availability": [
                 ["topic": .string(scheme.bridgeState)],
@@ -39,7 +63,7 @@ public struct DiscoveryBuilder: Sendable {
             ],
             "availability_mode": "all",
             "device": .object(deviceBlock),
-            "origin": ["name": "Switchyard", "sw_version": .string(version), "support_url": "https://github.com/switchyard/switchyard"],
+            "origin": origin,
             "qos": 1,
         ]
         var out: [Entry] = []
@@ -92,9 +116,15 @@ public struct DiscoveryBuilder: Sendable {
         }
 
         for c in d.capabilities where !consumed.contains(c.name) && c.role != .hidden {
-            var f: [String: JSONValue] = ["name": .string(c.name.replacing("_", with: " ").capitalizedFirst)]
+            // A field that is written but never read has no state for an entity to show (actions excepted).
+            var isAction = false
+            if case .action = c.kind { isAction = true }
+            if !c.readable && !isAction { continue }
+            var f: [String: JSONValue] = ["name": .string(c.entityName ?? Naming.readable(c.name))]
             let template: JSONValue = .string("{{ value_json.\(c.name) }}")
             if c.role == .diagnostic { f["entity_category"] = "diagnostic" }
+            // Settings are `config`; Home Assistant refuses that category on read-only entities.
+            if c.role == .config && c.writable { f["entity_category"] = "config" }
             if let u = c.unit { f["unit_of_measurement"] = .string(u) }
             if let dc = c.deviceClass { f["device_class"] = .string(dc) }
             let fieldSet = "\(setTopic)/\(c.name)"
@@ -102,7 +132,7 @@ public struct DiscoveryBuilder: Sendable {
             case .action(let values):
                 for v in values {
                     var g = f
-                    g["name"] = .string(v.replacing("_", with: " ").capitalizedFirst)
+                    g["name"] = .string(Naming.readable(v))
                     g["command_topic"] = .string(fieldSet)
                     g["payload_press"] = .string(v)
                     g.removeValue(forKey: "unit_of_measurement")
@@ -149,6 +179,41 @@ public struct DiscoveryBuilder: Sendable {
 }
 
 extension DiscoveryBuilder {
+    /// The bridge's own device: its connection state, version, a button that re-announces everything
+    /// without a restart, and each adapter's status (from `bridge/info`).
+    public func bridgeEntries(adapters: [String]) -> [Entry] {
+        let device: JSONValue = ["identifiers": [.string(bridgeNode)], "name": .string(scheme.base == "switchyard" ? "Switchyard" : "Switchyard \(scheme.base)"),
+                                 "manufacturer": "Switchyard", "model": "MQTT bridge", "sw_version": .string(version)]
+        var out: [Entry] = []
+        func add(_ component: String, _ object: String, _ fields: [String: JSONValue]) {
+            var p: [String: JSONValue] = ["device": device, "origin": origin, "qos": 1,
+                                          "unique_id": .string("\(bridgeNode)_\(object)"), "object_id": .string("\(bridgeNode)_\(object)"),
+                                          "default_entity_id": .string("\(component).\(bridgeNode)_\(object)")]
+            for (k, v) in fields { p[k] = v }
+            out.append(Entry(topic: "\(scheme.discoveryPrefix)/\(component)/\(bridgeNode)/\(object)/config", payload: .object(p)))
+        }
+        let online: [String: JSONValue] = ["availability_topic": .string(scheme.bridgeState)]
+        // Not tied to the bridge's availability: it is the bridge's availability.
+        add("binary_sensor", "connection_state", ["name": "Connection state", "state_topic": .string(scheme.bridgeState),
+                                                  "payload_on": "online", "payload_off": "offline", "device_class": "connectivity",
+                                                  "entity_category": "diagnostic"])
+        add("sensor", "version", online.merging(["name": "Version", "state_topic": .string(scheme.bridge("info")),
+                                                 "value_template": "{{ value_json.version }}", "entity_category": "diagnostic",
+                                                 "icon": "mdi:tag"]) { a, _ in a })
+        add("button", "republish", online.merging(["name": "Republish", "command_topic": .string("\(scheme.base)/bridge/request/republish"),
+                                                   "payload_press": "", "entity_category": "config", "icon": "mdi:refresh"]) { a, _ in a })
+        for id in adapters {
+            let key = Naming.normaliseID(id)
+            add("sensor", "\(key)_status", online.merging([
+                "name": .string("\(Naming.readable(id)) status"), "state_topic": .string(scheme.bridge("info")),
+                // Present while the adapter is configured; "removed" covers the moment before its config is cleared.
+                "value_template": .string("{{ value_json.adapters['\(id)'] | default('removed') }}"), "entity_category": "diagnostic",
+                "icon": "mdi:connection",
+            ]) { a, _ in a })
+        }
+        return out
+    }
+
     /// Effect names: an enumeration, or the `name` member of an effect object (`{"name": "breathe", …}`).
     static func effectNames(_ c: Capability) -> [String]? {
         switch c.kind {
@@ -165,8 +230,4 @@ private func pow10(_ p: Int) -> Double {
     var v = 1.0
     for _ in 0..<max(0, p) { v *= 10 }
     return v
-}
-
-extension String {
-    var capitalizedFirst: String { prefix(1).uppercased() + dropFirst() }
 }

@@ -19,6 +19,17 @@ public enum Naming {
         return out
     }
 
+    /// A name made readable for people: `_` and `/` become spaces, the first letter upper case
+    /// (`key_light` → "Key light", `hall/lamp` → "Hall lamp", `mode_24h` → "Mode 24h").
+    public static func readable(_ name: String) -> String {
+        let words = name.split(whereSeparator: { $0 == "_" || $0 == "/" || $0 == " " })
+            .map { acronyms.contains($0.lowercased()) ? $0.uppercased() : String($0) }.joined(separator: " ")
+        return words.prefix(1).uppercased() + words.dropFirst()
+    }
+
+    /// Words shown in capitals when a name is made readable (`utc` ⇒ "UTC", `ha_status` ⇒ "HA status").
+    static let acronyms: Set<String> = ["ha", "lifx", "utc", "rssi", "id", "ip", "url", "led", "uv", "usb", "co2", "pm25", "tv"]
+
     /// Ids in discovery topics and unique_id: `[A-Za-z0-9_-]` only ("AA:BB:CC:DD:EE:FF" ⇒ "aabbccddeeff").
     public static func normaliseID(_ id: String) -> String {
         var out = ""

@@ -370,13 +370,20 @@ final class NetworkLoop {
     }
 
     /// Hands outbox messages to libmosquitto while fewer than `maxInflight` await their acknowledgement.
+    /// A change of subscriptions made before a publish reaches the broker before it: the check and the
+    /// take share the lock, so a sentinel published after subscribing comes back (the sweep relies on it).
     func pump(_ m: OpaquePointer) {
         while true {
-            let next: (Outbox.Key, Outbox.Message)? = transport.shared.withLock { s in
+            let next: (Outbox.Key, Outbox.Message)?? = transport.shared.withLock { s in
+                if s.subscriptionsChanged { return .some(nil) }
                 guard s.outbox.inflight.count < settings.maxInflight else { return nil }
-                return s.outbox.next()
+                return s.outbox.next().map { .some($0) }
             }
-            guard let (key, msg) = next else { return }
+            guard let next else { return }
+            guard let (key, msg) = next else {
+                syncSubscriptions(m)
+                continue
+            }
             var mid: Int32 = 0
             publishing = true
             let rc = msg.payload.withUnsafeBytes { b in

@@ -34,7 +34,7 @@ public enum BridgeRuntime {
         EngineSettings(
             scheme: TopicScheme(base: c.mqtt.baseTopic, discoveryPrefix: c.homeassistant.prefix, haStatusTopic: c.homeassistant.statusTopic),
             discovery: c.homeassistant.discovery, version: switchyardVersion, commandMaxAge: c.mqtt.commandMaxAge,
-            maxPayload: c.mqtt.maxPayload, healthInterval: c.healthInterval)
+            maxPayload: c.mqtt.maxPayload, healthInterval: c.healthInterval, supportURL: c.homeassistant.supportURL)
     }
 
     public static func info(_ c: SwitchyardConfig, restartRequired: [String] = []) -> JSONValue {

@@ -32,7 +32,7 @@ final class ImpHarness: Sendable {
         let sim = try await ImpAgentSimulator.start(agents: [
             .init(id: matrix, app: .matrixClock, appcode: matrixCode),
             .init(id: big, app: .bigClock, appcode: bigCode),
-            .init(id: weather, app: .weather, appcode: "Weather"),
+            { var w = ImpAgentSimulator.Agent(id: weather, app: .weather, appcode: "Weather"); w.version = "3.1.4"; return w }(),
         ])
         return try await withTeardown {
             let text = (yaml ?? """
@@ -97,6 +97,11 @@ final class ImpHarness: Sendable {
             try await h.probe.waitFor(topic: "homeassistant/switch/\(node)/power/config")
             try await h.probe.waitFor(topic: "homeassistant/number/\(node)/brightness/config")
             try await h.probe.waitFor(topic: "homeassistant/button/\(node)/action_reset/config")
+            // The agent's version (when /controller/info gives one) is the HA device's sw_version.
+            let weatherPower = try await h.probe.waitFor(topic: "homeassistant/switch/switchyard_\(h.base)_imp_weather/power/config")
+            #expect(try JSONValue.parse(weatherPower.payload)["device"]?["sw_version"] == "3.1.4")
+            let clockPower = try JSONValue.parse(try await h.probe.waitFor(topic: "homeassistant/switch/\(node)/power/config").payload)
+            #expect(clockPower["device"]?["sw_version"] == nil && clockPower["device"]?["name"] == "Hall clock")
             // The agent ids are secrets: never published, bridge/info shows ***.
             #expect(!h.probe.messages.contains { m in [ImpHarness.matrix, ImpHarness.big, ImpHarness.weather].contains { m.payload.contains($0) } })
             // The MatrixClock's force flag is never stolen: /status is not polled.

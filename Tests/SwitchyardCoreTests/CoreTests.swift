@@ -15,6 +15,16 @@ import Foundation
         #expect(Naming.normaliseID("d073d5 01/x") == "d073d5_01_x")
     }
 
+    @Test func namesAreMadeReadableForPeople() {
+        #expect(Naming.readable("key_light") == "Key light")
+        #expect(Naming.readable("hall/lamp") == "Hall lamp")
+        #expect(Naming.readable("mode_24h") == "Mode 24h")
+        #expect(Naming.readable("utc") == "UTC")
+        #expect(Naming.readable("ha_status") == "HA status")
+        #expect(Naming.readable("Kitchen ceiling") == "Kitchen ceiling")
+        #expect(Naming.readable("") == "")
+    }
+
     @Test func badNamesAreRejected() {
         #expect(Naming.problem(withName: "kitchen/floor") == nil)
         #expect(Naming.problem(withName: "/kitchen") != nil)

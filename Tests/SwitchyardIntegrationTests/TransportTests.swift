@@ -25,6 +25,45 @@ import SwitchyardTestSupport
         await t.stop(timeout: 1)
     }
 
+    /// A subscription set before a publish reaches the broker before it, even when both happen the moment
+    /// the connection comes up (the discovery sweep's sentinel relies on it). Each round is a fresh
+    /// connection: the race was between the network thread's subscription sync and its outbox pump.
+    @Test func aSubscriptionMadeBeforeAPublishAlwaysSeesIt() async throws {
+        let broker = try await Broker.start()
+        defer { broker.stop() }
+        let base = uniqueBase()
+        for round in 0..<40 {
+            let t = MosquittoTransport(settings: MQTTSettings(port: broker.port, clientID: "order-\(base)-\(round)",
+                                                             stateTopic: "\(base)/bridge/state"), logger: Self.logger())
+            t.start()
+            let topic = "\(base)/order/\(round)"
+            let seen = try await withThrowingTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    for await event in t.events {
+                        switch event {
+                        case .connected:
+                            t.setSubscriptions([topic])
+                            t.publish(topic, "x", qos: 1)
+                        case .message(let m) where m.topic == topic: return true
+                        default: break
+                        }
+                    }
+                    return false
+                }
+                group.addTask {
+                    try await Task.sleep(for: .seconds(5))
+                    return false
+                }
+                let first = try await group.next() ?? false
+                group.cancelAll()
+                return first
+            }
+            await t.stop(timeout: 1)
+            #expect(seen, "round \(round): the publish overtook the subscription")
+            if !seen { break }
+        }
+    }
+
     @Test func mqtt5CommandsOlderThanTheMaxAgeAreDropped() async throws {
         let broker = try await Broker.start()
         let base = uniqueBase()

@@ -49,6 +49,8 @@ public actor ImpAdapter: Adapter {
     struct DeviceState {
         var profile: ImpProfile?
         var appcode: String?
+        /// The agent's own version, when `/controller/info` gives one (ThermalForecastWorld does).
+        var version: String?
         var agent: Bool?
         var agentError: String?
         var connected: Bool?
@@ -184,9 +186,10 @@ public actor ImpAdapter: Adapter {
         guard var s = states[d.name] else { return settings.pollInterval }
         do {
             if s.profile == nil {
-                let (profile, code) = try await detect(d)
+                let (profile, code, version) = try await detect(d)
                 s.profile = profile
                 s.appcode = code
+                s.version = version
                 states[d.name] = s
                 await declare()
             }
@@ -256,21 +259,26 @@ public actor ImpAdapter: Adapter {
         return wait
     }
 
-    /// `GET /controller/info` (`/controller/appinfo` for the sample agent) → `appcode` → profile.
-    func detect(_ d: ImpSettings.Device) async throws -> (ImpProfile, String?) {
+    /// `GET /controller/info` (`/controller/appinfo` for the sample agent) → `appcode` → profile, and
+    /// the agent's `version` when it gives one.
+    func detect(_ d: ImpSettings.Device) async throws -> (ImpProfile, String?, String?) {
         var code: String?
+        var version: String?
         for path in ["/controller/info", "/controller/appinfo"] {
             let r = try await call(d, "GET", path, body: nil)
             if r.status == 404 && r.text.hasPrefix("No handler") { continue }   // Rocky: the route does not exist
             guard (200..<300).contains(r.status) else {
                 throw Status(code: r.status, text: scrub(r.text, d), retryAfter: r.headers["retry-after"].flatMap(Double.init))
             }
-            if let v = try? JSONValue.parse(r.body) { code = v["appcode"]?.stringValue ?? v["app"]?.stringValue }
+            if let v = try? JSONValue.parse(r.body) {
+                code = v["appcode"]?.stringValue ?? v["app"]?.stringValue
+                version = v["version"]?.stringValue.map { String($0.prefix(64)) }
+            }
             break
         }
-        guard let code else { return (ImpProfile.generic, nil) }
+        guard let code else { return (ImpProfile.generic, nil, version) }
         let name = settings.apps[code] ?? ImpProfile.knownCodes[code] ?? code
-        return (settings.profile(named: name) ?? ImpProfile.generic, code)
+        return (settings.profile(named: name) ?? ImpProfile.generic, code, version)
     }
 
     func publish(_ name: String) async {
@@ -287,13 +295,13 @@ public actor ImpAdapter: Adapter {
     // MARK: devices
 
     func declare() async {
-        let devices = settings.devices.map { d in descriptor(d.name, states[d.name]?.profile) }
+        let devices = settings.devices.map { d in descriptor(d.name, states[d.name]?.profile, version: states[d.name]?.version) }
         var available: [String: Bool] = [:]
         for d in settings.devices { available[d.name] = states[d.name]?.agent == true && states[d.name]?.connected == true }
         await context?.setDevices(devices, authoritative: true, available: available)
     }
 
-    func descriptor(_ name: String, _ profile: ImpProfile?) -> DeviceDescriptor {
+    func descriptor(_ name: String, _ profile: ImpProfile?, version: String? = nil) -> DeviceDescriptor {
         var caps: [Capability] = []
         var bare: [String: [String: JSONValue]] = [:]
         for f in profile?.fields ?? [] {
@@ -302,7 +310,7 @@ public actor ImpAdapter: Adapter {
             case .power:
                 caps.append(Capability(f.name, .binary(toggle: true), writable: writable))
                 if writable { bare = ["ON": [f.name: "ON"], "OFF": [f.name: "OFF"], "TOGGLE": [f.name: "TOGGLE"]] }
-            case .bool: caps.append(Capability(f.name, .bool, writable: writable))
+            case .bool: caps.append(Capability(f.name, .bool, writable: writable, role: writable ? .config : .main))   // a clock's settings
             case .brightness(let rawMax):
                 caps.append(Capability(f.name, .integer(min: 0, max: 100), unit: "%", writable: writable))
                 caps.append(Capability("\(f.name)_raw", .integer(min: 0, max: rawMax), role: .hidden))
@@ -320,7 +328,8 @@ public actor ImpAdapter: Adapter {
             Capability("appcode", .text(maxLength: 64), role: .hidden),
         ]
         return DeviceDescriptor(id: name, label: name, configuredName: name, model: profile.map { "imp \($0.name)" } ?? "imp (detecting)",
-                                manufacturer: "Electric Imp", category: .generic, capabilities: caps, bareCommands: bare)
+                                manufacturer: "Electric Imp", category: .generic, capabilities: caps, bareCommands: bare,
+                                swVersion: version)
     }
 
     // MARK: HTTP

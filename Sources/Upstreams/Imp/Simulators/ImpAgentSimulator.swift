@@ -15,6 +15,8 @@ public final class ImpAgentSimulator: Sendable {
         public var id: String
         public var app: App
         public var appcode: String
+        /// Sent as `version` by `/controller/info` when set (as ThermalForecastWorld's agent does).
+        public var version: String?
         public var connected = true
         public var on = true
         public var mode24 = true
@@ -116,7 +118,9 @@ public final class ImpAgentSimulator: Sendable {
     static func route(_ a: inout Agent, _ method: String, _ path: String, _ body: [String: Any]) -> LoopbackHTTPServer.Reply {
         switch (method, path) {
         case ("GET", "/controller/info"):
-            return text(encode(["appcode": a.appcode, "watchsupported": "true"]))
+            var info = ["appcode": a.appcode, "watchsupported": "true"]
+            if let v = a.version { info["version"] = v }
+            return text(encode(info))
         default: break
         }
         switch a.app {

@@ -38,8 +38,9 @@ extension LIFXAdapter {
             Capability("model", .text(maxLength: 64), role: .hidden), Capability("capabilities", .object([], acceptsText: false), role: .hidden),
             Capability("last_seen", .text(maxLength: 40), role: .diagnostic, deviceClass: "timestamp"),
         ]
+        // A LIFX group is a room: Home Assistant suggests it as the light's area.
         return DeviceDescriptor(id: l.id, label: l.label, configuredName: settings.names[l.id], model: l.model, manufacturer: "LIFX",
-                                category: .light, capabilities: caps)
+                                category: .light, capabilities: caps, suggestedArea: l.group?.name)
     }
 
     func groupDescriptors() -> [DeviceDescriptor] {
@@ -57,7 +58,7 @@ extension LIFXAdapter {
                 caps.append(Capability("lights", .integer(min: 0, max: 10_000), role: .hidden))
                 out.append(DeviceDescriptor(id: prefix + rid, label: v.0.name, namespace: ns,
                                             model: prefix == "group_" ? "LIFX group" : "LIFX location", manufacturer: "LIFX",
-                                            category: .light, capabilities: caps))
+                                            category: .light, capabilities: caps, suggestedArea: prefix == "group_" ? v.0.name : nil))
             }
         }
         return out

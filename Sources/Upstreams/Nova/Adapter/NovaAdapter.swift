@@ -273,7 +273,7 @@ public actor NovaAdapter: Adapter {
             now.handles = handles
             now.status = .ready
             now.failures = 0
-            now.rssi = nil
+            // The advertised RSSI stands until the first reading on the link (within a second).
             flashes[address] = now
             counters["connects", default: 0] += 1
             await context?.log(.info, "nova: connected to \(name(address)) (\(address))")
@@ -470,21 +470,24 @@ public actor NovaAdapter: Adapter {
         .state(),
         .brightness(),
         .colorTemp(minKelvin: warmKelvin, maxKelvin: coolKelvin),
+        .colorMode(["color_temp"]),
         Capability("warm", .integer(min: 0, max: 255), writable: true, role: .hidden),
         Capability("cool", .integer(min: 0, max: 255), writable: true, role: .hidden),
-        Capability("timeout_ms", .integer(min: 1, max: 65_535), unit: "ms", writable: true),
+        Capability("timeout_ms", .integer(min: 1, max: 65_535), unit: "ms", writable: true, role: .config, entityName: "Flash timeout"),
         Capability("preset", .enumeration(NovaSettings.presets.keys.sorted()), writable: true, readable: false, role: .hidden),
         Capability("connect", .bool, writable: true, readable: false, role: .hidden),
         Capability("lit", .bool, role: .hidden),
         Capability("status", .enumeration(["available", "unavailable", "connecting", "ready", "busy"]), role: .diagnostic),
         Capability("signal", .integer(min: 0, max: 100), unit: "%", role: .diagnostic),
-        Capability("rssi", .integer(min: -127, max: 20), unit: "dBm", role: .diagnostic, deviceClass: "signal_strength"),
+        Capability("rssi", .integer(min: -127, max: 20), unit: "dBm", role: .diagnostic, deviceClass: "signal_strength", entityName: "RSSI"),
     ]
 
     func publishDevices() async {
         let devices = flashes.values.sorted { $0.address < $1.address }.map { f in
+            // A flash has no name of its own: the configured one made readable, else its model (never its address).
             DeviceDescriptor(id: f.address, label: Self.label(f.address), configuredName: settings.names[f.address], model: f.model,
-                             manufacturer: "Sneaky Squid", category: .light, capabilities: Self.capabilities)
+                             manufacturer: "Sneaky Squid", category: .light, capabilities: Self.capabilities,
+                             displayName: settings.names[f.address].map(Naming.readable) ?? "\(f.model) flash")
         }
         var available: [String: Bool] = [:]
         for f in flashes.values { available[f.address] = f.status != .unavailable }
@@ -505,6 +508,7 @@ public actor NovaAdapter: Adapter {
             "timeout_ms": JSONValue(Int(f.settings.timeoutMs)),
             "brightness": d.brightness.map { JSONValue($0) } ?? .null,
             "color_temp": d.colorTemp.map { JSONValue($0) } ?? .null,
+            "color_mode": "color_temp",
         ])
         await context.setAvailable(address, f.status != .unavailable)
     }

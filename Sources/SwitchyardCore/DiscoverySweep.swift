@@ -1,0 +1,54 @@
+/// Which retained discovery configs of this bridge are orphans: announced by an earlier run (or an
+/// earlier version) for something that no longer exists. Home Assistant would keep showing those
+/// entities forever (at "unknown", with template warnings), so once every adapter has listed its devices,
+/// the bridge reads the discovery configs under its own node prefix and clears the orphans. Pure.
+public struct DiscoverySweep: Sendable {
+    /// What the bridge announces now, for deciding.
+    public struct Current: Sendable {
+        /// The bridge's own node and the topics it announces for it.
+        public var bridgeNode: String
+        public var bridgeTopics: Set<String>
+        /// Per running adapter (by normalised id): its devices' discovery topics by normalised device id,
+        /// and whether its listing is complete (from config): then an unknown device is gone for good.
+        public var adapters: [String: (devices: [String: Set<String>], complete: Bool)]
+        public init(bridgeNode: String, bridgeTopics: Set<String>, adapters: [String: (devices: [String: Set<String>], complete: Bool)]) {
+            self.bridgeNode = bridgeNode
+            self.bridgeTopics = bridgeTopics
+            self.adapters = adapters
+        }
+    }
+
+    public let prefix: String
+    public let nodePrefix: String
+
+    public init(discoveryPrefix: String, nodePrefix: String) {
+        self.prefix = discoveryPrefix
+        self.nodePrefix = nodePrefix
+    }
+
+    /// The subscription that brings the retained configs (`<prefix>/<component>/<node>/<object>/config`).
+    public var filter: String { "\(prefix)/+/+/+/config" }
+
+    /// The node of one of this bridge's config topics, or nil for anybody else's.
+    public func node(of topic: String) -> String? {
+        let parts = topic.split(separator: "/", omittingEmptySubsequences: false)
+        guard topic.hasPrefix(prefix + "/"), parts.count == prefix.split(separator: "/").count + 4, parts.last == "config" else { return nil }
+        let node = String(parts[parts.count - 3])
+        return node.hasPrefix(nodePrefix) ? node : nil
+    }
+
+    /// Whether a retained config topic of this bridge announces nothing that exists now.
+    public func isOrphan(_ topic: String, current: Current) -> Bool {
+        guard let node = node(of: topic) else { return false }
+        if node == current.bridgeNode { return !current.bridgeTopics.contains(topic) }
+        let rest = node.dropFirst(nodePrefix.count)
+        // The adapter whose normalised id starts the rest (the longest, should one id prefix another).
+        guard let adapter = current.adapters.keys.filter({ rest.hasPrefix($0 + "_") }).max(by: { $0.count < $1.count }) else {
+            return true   // an adapter no longer configured
+        }
+        let entry = current.adapters[adapter]!
+        let device = String(rest.dropFirst(adapter.count + 1))
+        if let topics = entry.devices[device] { return !topics.contains(topic) }   // an entity the device no longer has
+        return entry.complete                                                      // a device gone from the config
+    }
+}
