@@ -170,7 +170,9 @@ extension BridgeEngine {
     }
 
     var sweepTopic: String { scheme.bridge("sweep") }
-    var discoverySweep: DiscoverySweep { DiscoverySweep(discoveryPrefix: scheme.discoveryPrefix, nodePrefix: discovery.nodePrefix) }
+    var discoverySweep: DiscoverySweep {
+        DiscoverySweep(discoveryPrefix: scheme.discoveryPrefix, nodePrefix: discovery.nodePrefix, baseTopic: scheme.base)
+    }
 
     /// Starts the sweep of orphaned discovery configs once the broker is connected and every adapter has
     /// listed its devices (or given up): subscribes to the discovery configs, then publishes a sentinel
@@ -204,7 +206,7 @@ extension BridgeEngine {
             return
         }
         // Retained copies only: a live config is one we (or something else) are publishing now.
-        guard m.retain, !m.payload.isEmpty, discoverySweep.node(of: m.topic) != nil else { return }
+        guard m.retain, !m.payload.isEmpty, discoverySweep.node(of: m.topic) != nil, discoverySweep.isOurs(payload: m.payload) else { return }
         found.insert(m.topic)
         sweep = .collecting(nonce: nonce, found: found)
     }

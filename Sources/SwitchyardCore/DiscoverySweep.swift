@@ -20,10 +20,26 @@ public struct DiscoverySweep: Sendable {
 
     public let prefix: String
     public let nodePrefix: String
+    /// `"<base>/bridge/`: every config this bridge announces points at its bridge topics (availability,
+    /// or state for the bridge's own entities). Another bridge whose base only extends ours
+    /// (`home_x` next to `home`) has node ids under our prefix but never this string.
+    let marker: [UInt8]
 
-    public init(discoveryPrefix: String, nodePrefix: String) {
+    public init(discoveryPrefix: String, nodePrefix: String, baseTopic: String) {
         self.prefix = discoveryPrefix
         self.nodePrefix = nodePrefix
+        self.marker = Array("\"\(baseTopic)/bridge/".utf8)
+    }
+
+    /// Whether a retained config's payload is this bridge's (see `marker`).
+    public func isOurs(payload: [UInt8]) -> Bool {
+        guard payload.count >= marker.count, let first = marker.first else { return false }
+        var i = 0
+        while i + marker.count <= payload.count {
+            if payload[i] == first && payload[i..<(i + marker.count)].elementsEqual(marker) { return true }
+            i += 1
+        }
+        return false
     }
 
     /// The subscription that brings the retained configs (`<prefix>/<component>/<node>/<object>/config`).

@@ -255,3 +255,51 @@ final class LockedList: Sendable {
     var values: [Int] { list.withLock { $0 } }
 }
 
+
+@Suite struct DiscoverySweepTests {
+    let sweep = DiscoverySweep(discoveryPrefix: "homeassistant", nodePrefix: "switchyard_home_", baseTopic: "home")
+    func t(_ component: String, _ node: String, _ object: String) -> String { "homeassistant/\(component)/\(node)/\(object)/config" }
+
+    var current: DiscoverySweep.Current {
+        DiscoverySweep.Current(
+            bridgeNode: "switchyard_home_bridge", bridgeTopics: [t("button", "switchyard_home_bridge", "republish")],
+            adapters: [
+                "virtual": (devices: ["kitchen": [t("light", "switchyard_home_virtual_kitchen", "light")]], complete: true),
+                "lifx": (devices: ["d073d5000001": [t("light", "switchyard_home_lifx_d073d5000001", "light")]], complete: false),
+                "lifx_lan": (devices: [:], complete: true),
+            ])
+    }
+
+    @Test func onlyThisBridgesConfigsForWhatIsGoneAreOrphans() {
+        let c = current
+        // Still announced: kept.
+        #expect(!sweep.isOrphan(t("light", "switchyard_home_virtual_kitchen", "light"), current: c))
+        #expect(!sweep.isOrphan(t("button", "switchyard_home_bridge", "republish"), current: c))
+        // An entity the device no longer has, a bridge entity no longer announced.
+        #expect(sweep.isOrphan(t("number", "switchyard_home_virtual_kitchen", "brightness_step"), current: c))
+        #expect(sweep.isOrphan(t("sensor", "switchyard_home_bridge", "ha_status"), current: c))
+        // A device gone from a complete (configured) listing; an adapter no longer configured.
+        #expect(sweep.isOrphan(t("light", "switchyard_home_virtual_porch", "light"), current: c))
+        #expect(sweep.isOrphan(t("light", "switchyard_home_nova_d03972000001", "light"), current: c))
+        // A discovered device not listed (yet): left alone.
+        #expect(!sweep.isOrphan(t("light", "switchyard_home_lifx_d073d5000002", "light"), current: c))
+        // The longest adapter id wins when one prefixes another.
+        #expect(sweep.isOrphan(t("light", "switchyard_home_lifx_lan_d073d5000002", "light"), current: c))
+        // Another bridge's, a different base sharing a prefix, and malformed topics: never ours.
+        #expect(!sweep.isOrphan(t("light", "switchyard_other_virtual_porch", "light"), current: c))
+        #expect(!sweep.isOrphan(t("light", "switchyard_homes_virtual_porch", "light"), current: c) || sweep.node(of: t("light", "switchyard_homes_virtual_porch", "light")) == nil)
+        #expect(sweep.node(of: "homeassistant/light/switchyard_home_virtual_porch/config") == nil)
+        #expect(sweep.node(of: "other/light/switchyard_home_virtual_porch/light/config") == nil)
+    }
+
+    /// A bridge with base `home_x` has nodes `switchyard_home_x_…`, under our prefix: its payloads tell.
+    @Test func aPayloadIsOursOnlyWhenItPointsAtOurBridgeTopics() {
+        #expect(sweep.isOurs(payload: Array(#"{"availability":[{"topic":"home/bridge/state"},{"topic":"home/virtual/a/availability"}]}"#.utf8)))
+        #expect(sweep.isOurs(payload: Array(#"{"state_topic":"home/bridge/info","name":"Version"}"#.utf8)))
+        #expect(!sweep.isOurs(payload: Array(#"{"availability":[{"topic":"home_x/bridge/state"}]}"#.utf8)))
+        #expect(!sweep.isOurs(payload: Array(#"{"availability":[{"topic":"my/home/bridge/state"}]}"#.utf8)))
+        #expect(!sweep.isOurs(payload: Array(#"{"name":null}"#.utf8)))
+        #expect(!sweep.isOurs(payload: Array(#""home/bridge"#.utf8)))
+        #expect(!sweep.isOurs(payload: []))
+    }
+}

@@ -179,7 +179,12 @@ import Testing
             "homeassistant/light/\(node)lifx_d073d5000001/light/config",
         ]
         let kept = "homeassistant/light/\(other)/light/config"
-        for t in stale + [kept] { try await probe.publishAcknowledged(t, #"{"name":null}"#, retain: true) }
+        // A bridge whose base extends ours: its nodes start with our prefix, its payloads name its own base.
+        let extended = "homeassistant/light/\(node)x_virtual_porch/light/config"
+        func config(_ base: String) -> String { #"{"name":null,"availability":[{"topic":"\#(base)/bridge/state"}]}"# }
+        for t in stale { try await probe.publishAcknowledged(t, config(base), retain: true) }
+        try await probe.publishAcknowledged(kept, config("someoneelse"), retain: true)
+        try await probe.publishAcknowledged(extended, config("\(base)_x"), retain: true)
         try await probe.subscribe("homeassistant/#", "\(base)/bridge/state")
         let path = TestEnvironment.makeTempDir("sweep").appendingPathComponent("config.yaml").path
         try """
@@ -194,7 +199,7 @@ import Testing
         // The kitchen light itself is announced, and the foreign config was left alone.
         try await probe.waitFor(topic: "homeassistant/light/\(node)virtual_kitchen/light/config")
         #expect(!probe.messages.contains { $0.topic == "homeassistant/light/\(node)virtual_kitchen/light/config" && $0.payload.isEmpty })
-        #expect(!probe.messages.contains { $0.topic == kept && $0.payload.isEmpty })
+        #expect(!probe.messages.contains { ($0.topic == kept || $0.topic == extended) && $0.payload.isEmpty })
         bridge.signal(SIGTERM)
         #expect(try await bridge.waitForExit() == 0)
         #expect(bridge.outputText.contains("cleared orphaned discovery configs"), "\(bridge.outputText)")
@@ -205,6 +210,6 @@ import Testing
         fresh.publish("\(base)/sentinel", "x")   // after the retained copies of the subscription before it
         try await fresh.waitFor(topic: "\(base)/sentinel")
         let retained = Set(fresh.messages.filter(\.retain).map(\.topic))
-        #expect(retained.contains(kept) && retained.isDisjoint(with: stale))
+        #expect(retained.contains(kept) && retained.contains(extended) && retained.isDisjoint(with: stale))
     }
 }
