@@ -8,7 +8,7 @@ MQTT_PORT    ?= 1883
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS  ?=
 
-.PHONY: run test build deps broker release bench symbol-order clean
+.PHONY: run test build deps broker release bench symbol-order fuzz sanitize clean
 
 ## Install the system packages that are missing (apt).
 deps:
@@ -72,6 +72,20 @@ symbol-order: release
 bench: release
 	swift build -c release --product switchyard-bench
 	SWITCHYARD_BIN=.build/static/release/switchyard .build/release/switchyard-bench $(BENCH_ARGS)
+
+## Every fuzz target under libFuzzer + AddressSanitizer, FUZZ_SECONDS each (default 60); crashes are
+## kept in .build/fuzz-crashes/ (README "Fuzzing"). E.g. `make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS="ha json"`.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+fuzz: deps
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh $(FUZZ_TARGETS)
+
+## The test suite (without the Nova VM test) under AddressSanitizer, then under ThreadSanitizer, each
+## in its own build directory so that the debug build stays as it is.
+sanitize:
+	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(TEST_PACKAGES)"
+	SWIFT_BACKTRACE=enable=no swift test --sanitize=address --scratch-path .build/asan --skip NovaVMTests
+	SWIFT_BACKTRACE=enable=no TSAN_OPTIONS=halt_on_error=1 swift test --sanitize=thread --scratch-path .build/tsan --skip NovaVMTests
 
 clean:
 	rm -rf .build

@@ -30,6 +30,7 @@ let package = Package(
         .executable(name: "switchyard", targets: ["switchyard"]),
         .executable(name: "switchyard-sim", targets: ["switchyard-sim"]),
         .executable(name: "switchyard-bench", targets: ["switchyard-bench"]),
+        .executable(name: "switchyard-fuzz", targets: ["switchyard-fuzz"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -124,6 +125,11 @@ let package = Package(
         ], swiftSettings: strict),
 
         // Test helpers shared by every test target: broker launcher, free port, MQTT probe, the in-process bridge.
+        // Fuzz targets for every parser of outside bytes, and the libFuzzer / replay program (`make fuzz`).
+        .target(name: "SwitchyardFuzz", dependencies: [
+            "SwitchyardCore", "SwitchyardConfig", "SwitchyardCLI", "HomeAssistantMirror", "ImpAdapter", "LIFXAdapter", "NovaAdapter",
+        ], swiftSettings: strict),
+        .executableTarget(name: "switchyard-fuzz", dependencies: ["SwitchyardFuzz"], swiftSettings: strict),
         .target(name: "SwitchyardTestSupport", dependencies: [
             "SwitchyardCore", "SwitchyardMQTT", "CMosquitto",
             .product(name: "Logging", package: "swift-log"),
@@ -151,6 +157,8 @@ let package = Package(
             "LIFXAdapter", "LIFXSimulators", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardMQTT",
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
+        .testTarget(name: "FuzzCorpusTests", dependencies: ["SwitchyardFuzz", "SwitchyardCore"], path: "Tests/Fuzz",
+                    exclude: ["corpus"], swiftSettings: strict),
         .testTarget(name: "SwitchyardIntegrationTests", dependencies: [
             "SwitchyardTestSupport", "SwitchyardRuntime", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig",
             "LIFXSimulators", "ImpSimulators", "LivecodingSimulators", "HomeAssistantSimulators",

@@ -42,8 +42,11 @@ public struct SwitchyardConfig: Sendable, Equatable {
         public var maxPayload = 256 * 1024
         public var maxInflight = 100
         public var outboxMaxEvents = 10_000
-        public var reconnectMinDelay = 1.0
-        public var reconnectMaxDelay = 30.0
+        public var outboxMaxEventBytes = 8 << 20
+        public var inboundMaxMessages = 1_000
+        public var inboundMaxBytes = 4 << 20
+        public var reconnectMinDelay = 0.1
+        public var reconnectMaxDelay = 1.0
         public var connectTimeout = 10.0
         public var stuckAfter = 120.0
         public var tls = TLS()
@@ -191,10 +194,15 @@ public struct SwitchyardConfig: Sendable, Equatable {
         c.maxInflight = m.int("max_inflight", 100, min: 1, max: 65_535)
         let outbox = m.section("outbox")
         c.outboxMaxEvents = outbox.int("max_events", 10_000, min: 0, max: 10_000_000)
+        c.outboxMaxEventBytes = outbox.int("max_event_bytes", 8 << 20, min: 0, max: 1 << 40)
         outbox.finish()
+        let inbound = m.section("inbound")
+        c.inboundMaxMessages = inbound.int("max_messages", 1_000, min: 1, max: 1_000_000)
+        c.inboundMaxBytes = inbound.int("max_bytes", 4 << 20, min: 1, max: 1 << 40)
+        inbound.finish()
         let rc = m.section("reconnect")
-        c.reconnectMinDelay = rc.double("min_delay", 1, min: 0.01, max: 3600)
-        c.reconnectMaxDelay = rc.double("max_delay", 30, min: 0.01, max: 86_400)
+        c.reconnectMinDelay = rc.double("min_delay", 0.1, min: 0.01, max: 3600)
+        c.reconnectMaxDelay = rc.double("max_delay", 1, min: 0.01, max: 86_400)
         c.connectTimeout = rc.double("connect_timeout", 10, min: 0.1, max: 3600)
         c.stuckAfter = rc.double("stuck_after", 120, min: 1, max: 86_400)
         if c.reconnectMaxDelay < c.reconnectMinDelay {

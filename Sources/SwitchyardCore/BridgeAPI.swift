@@ -14,6 +14,7 @@ public enum BridgeAPI {
         let text = String(decoding: payload, as: UTF8.self).trimmingWhitespace()
         guard !text.isEmpty else { return .success((.object([:]), nil)) }
         guard let v = try? JSONValue.parse(text) else { return .failure(AdapterError("malformed JSON in request")) }
+        if let problem = CommandParser.transactionProblem(v["transaction"]) { return .failure(AdapterError(problem)) }
         return .success((v, v["transaction"]))
     }
 
@@ -29,14 +30,18 @@ public enum BridgeAPI {
     }
 
     /// The `bridge/health` payload.
-    public static func health(uptime: Double, rss: Int?, transport s: TransportStats, adapters: [String: JSONValue]) -> JSONValue {
+    public static func health(uptime: Double, rss: Int?, transport s: TransportStats, adapters: [String: JSONValue],
+                              limits: [String: Int] = [:]) -> JSONValue {
         [
             "uptime": .number(uptime),
             "rss_bytes": rss.map { JSONValue($0) } ?? .null,
             "mqtt": [
                 "connected": .bool(s.connected), "outbox": JSONValue(s.outbox), "dropped": JSONValue(s.dropped),
+                "outbox_event_bytes": JSONValue(s.outboxEventBytes),
                 "published": JSONValue(s.published), "received": JSONValue(s.received), "connects": JSONValue(s.connects),
+                "inbound_pauses": JSONValue(s.inboundPauses), "oversize": JSONValue(s.oversize),
             ],
+            "limits": .object(limits.mapValues { JSONValue($0) }),
             "adapters": .object(adapters),
         ]
     }

@@ -108,18 +108,44 @@ extension BridgeEngine {
         }
     }
 
+    /// Input quoted in a message: at most 200 characters, then "…".
+    nonisolated static func quoted(_ s: String) -> String { s.excerpt(200) }
+
     /// One error, the same words on bridge/log, in the process log and on `<device>/result`.
+    /// At most `errorLogsPerSecond` a second reach the logs; the rest are counted and summed up in one
+    /// warning when the second is over (a `<device>/result` is always sent: its publisher asked for it).
     func reportError(_ message: String, topic: String, transaction: JSONValue?, resultTopic: String?) {
-        log(.error, message, topic: topic)
+        let now = clock.now()
+        if let w = errorWindow, (now - w.start).seconds < 1 {
+            if w.logged < Self.errorLogsPerSecond {
+                errorWindow = (w.start, w.logged + 1, w.suppressed)
+                log(.error, message, topic: topic)
+            } else {
+                if w.suppressed == 0 { controlQueue.yield(.summariseSuppressed(after: 1 - (now - w.start).seconds)) }
+                errorWindow = (w.start, w.logged, w.suppressed + 1)
+                Bounds.hit("error_logs")
+            }
+        } else {
+            summariseSuppressed()
+            errorWindow = (now, 1, 0)
+            log(.error, message, topic: topic)
+        }
         if let transaction, let resultTopic {
             transport.publish(resultTopic, json: ["transaction": transaction, "status": "error", "error": .string(message)], qos: 1, retain: false)
         }
     }
 
+    func summariseSuppressed() {
+        guard let w = errorWindow, w.suppressed > 0 else { return }
+        errorWindow = (w.start, w.logged, 0)
+        log(.warning, "\(w.suppressed) more errors about input in the same second were not logged (at most \(Self.errorLogsPerSecond) a second)")
+    }
+
     public func log(_ level: BridgeLogLevel, _ message: String, topic: String? = nil, metadata: Logger.Metadata = [:]) {
         var o: [String: JSONValue] = ["level": .string(level.rawValue), "message": .string(message)]
         var meta = metadata
-        if let topic { o["topic"] = .string(topic); meta["mqtt.topic"] = "\(topic)" }
+        // A topic is input too: quoted cut short (MQTT allows 64 KiB).
+        if let topic { let t = Self.quoted(topic); o["topic"] = .string(t); meta["mqtt.topic"] = "\(t)" }
         switch level {
         case .info: logger.info("\(message)", metadata: meta)
         case .warning: logger.warning("\(message)", metadata: meta)
@@ -237,7 +263,8 @@ extension BridgeEngine {
             entry["last_ok"] = slot.lastOK.map { .string(Timestamp.rfc3339($0)) } ?? .null
             adapters[id] = .object(entry)
         }
-        let health = BridgeAPI.health(uptime: uptime, rss: ProcessStats.residentBytes(), transport: transport.stats(), adapters: adapters)
+        let health = BridgeAPI.health(uptime: uptime, rss: ProcessStats.residentBytes(), transport: transport.stats(), adapters: adapters,
+                                      limits: Bounds.snapshot)
         transport.publish(scheme.bridge("health"), json: health, qos: 1, retain: true)
     }
 

@@ -7,6 +7,7 @@ import Foundation
 import Glibc
 #endif
 import Logging
+import Synchronization
 
 public struct EngineSettings: Sendable {
     public var scheme: TopicScheme
@@ -17,6 +18,8 @@ public struct EngineSettings: Sendable {
     public var maxPayload: Int
     public var healthInterval: TimeInterval
     public var commandQueueLimit: Int
+    /// The same bound in bytes (fields, mirror payloads, topics).
+    public var commandQueueBytes: Int
     /// Delay before re-announcing after `homeassistant/status` = online.
     public var reannounceDelay: ClosedRange<Double>
     /// Commands for devices an adapter has not listed yet are held this long after it starts (until its
@@ -29,7 +32,7 @@ public struct EngineSettings: Sendable {
     public var supportURL: String?
 
     public init(scheme: TopicScheme, discovery: Bool = true, version: String, commandMaxAge: TimeInterval = 30,
-                maxPayload: Int = 256 * 1024, healthInterval: TimeInterval = 60, commandQueueLimit: Int = 1000,
+                maxPayload: Int = 256 * 1024, healthInterval: TimeInterval = 60, commandQueueLimit: Int = 1000, commandQueueBytes: Int = 4 << 20,
                 reannounceDelay: ClosedRange<Double> = 0.5...3, settleTimeout: Double = 15, heldLimit: Int = 1000,
                 heldBytesLimit: Int = 1 << 20, supportURL: String? = nil) {
         self.scheme = scheme
@@ -39,6 +42,7 @@ public struct EngineSettings: Sendable {
         self.maxPayload = maxPayload
         self.healthInterval = healthInterval
         self.commandQueueLimit = commandQueueLimit
+        self.commandQueueBytes = commandQueueBytes
         self.reannounceDelay = reannounceDelay
         self.settleTimeout = settleTimeout
         self.heldLimit = heldLimit
@@ -61,6 +65,20 @@ public actor BridgeEngine {
         case command(DeviceCommand, topic: String, transaction: JSONValue?)
         case mirror(path: String, payload: [UInt8], topic: String)
         case refresh(deviceID: String, topic: String)
+
+        /// What the queued work holds on to, as counted against `commandQueueBytes`.
+        var size: Int {
+            switch self {
+            case .command(let c, let topic, let t): return JSONValue.object(c.fields).bytes.count + topic.utf8.count + (t?.bytes.count ?? 0)
+            case .mirror(let path, let payload, let topic): return payload.count + path.utf8.count + topic.utf8.count
+            case .refresh(let id, let topic): return id.utf8.count + topic.utf8.count
+            }
+        }
+    }
+
+    /// Bytes of work waiting in one adapter's queue (added by the engine, taken off by the adapter's loop).
+    final class QueueGauge: Sendable {
+        let bytes = Atomic<Int>(0)
     }
 
     /// What one hosted adapter needs off the actor: the adapter, its context, its command queue and
@@ -70,6 +88,7 @@ public actor BridgeEngine {
         let context: AdapterContext
         let work: AsyncStream<Work>
         let queue: AsyncStream<Work>.Continuation
+        let queued = QueueGauge()
         let stop = Latch()
         let stopped = Latch()
     }
@@ -104,6 +123,7 @@ public actor BridgeEngine {
         case request(path: String, body: JSONValue, transaction: JSONValue?)
         case reannounce(generation: Int, delay: Double)
         case settle(adapter: String, generation: UInt64, after: Double)
+        case summariseSuppressed(after: Double)
     }
 
     public private(set) var settings: EngineSettings
@@ -121,6 +141,10 @@ public actor BridgeEngine {
     var retainedCommandTopicsLogged: Set<String> = []
     var subscribedDepths: Set<Int> = []
     var reannounceGeneration = 0
+    /// Errors about input logged in the current second, and those beyond `errorLogsPerSecond` that were
+    /// only counted (a flood of bad payloads must not become a flood of log lines).
+    var errorWindow: (start: MonotonicInstant, logged: Int, suppressed: Int)?
+    public static let errorLogsPerSecond = 100
     var stopped = false
     /// The bridge device's discovery topics as last announced.
     var bridgeDiscoveryTopics: [String] = []
@@ -175,6 +199,7 @@ public actor BridgeEngine {
             group.addTask { await self.supervise() }
             for await event in transport.events {
                 handle(event)
+                if case .message(let m) = event { transport.release(m) }
             }
             stopped = true
             controlQueue.finish()
@@ -196,6 +221,11 @@ public actor BridgeEngine {
                     group.addTask {
                         do { try await self.clock.sleep(seconds: delay) } catch { return }
                         await self.reannounce(generation)
+                    }
+                case .summariseSuppressed(let after):
+                    group.addTask {
+                        do { try await self.clock.sleep(seconds: after) } catch { return }
+                        await self.summariseSuppressed()
                     }
                 case .settle(let adapter, let generation, let after):
                     group.addTask {
@@ -223,6 +253,7 @@ public actor BridgeEngine {
             g.addTask {
                 await withDiscardingTaskGroup { outcomes in
                     for await work in h.work {
+                        h.queued.bytes.subtract(work.size, ordering: .relaxed)
                         if let outcome = await engine.execute(work, h) { outcomes.addTask { await outcome() } }
                     }
                 }
@@ -301,6 +332,7 @@ public actor BridgeEngine {
     /// Holds a command for a device its adapter has not listed yet, within the per-adapter bounds.
     func hold(_ m: InboundMessage, for slot: Slot, _ message: String, transaction: JSONValue?) {
         guard slot.held.count < settings.heldLimit, slot.heldBytes + m.payload.count <= settings.heldBytesLimit else {
+            Bounds.hit("held_commands")
             reportError("\(message): adapter '\(slot.adapter.id)' has not listed its devices yet and holds no more commands; dropped",
                         topic: m.topic, transaction: transaction, resultTopic: nil)
             return
@@ -402,9 +434,17 @@ public actor BridgeEngine {
 
     func enqueue(_ adapter: String, _ work: Work, topic: String, transaction: JSONValue?, resultTopic: String?) {
         guard let slot = slots[adapter] else { return }
+        let size = work.size
+        if slot.hosted.queued.bytes.load(ordering: .relaxed) + size > settings.commandQueueBytes {
+            Bounds.hit("command_queue")
+            reportError("command queue of adapter '\(adapter)' holds \(settings.commandQueueBytes) bytes already; command dropped",
+                        topic: topic, transaction: transaction, resultTopic: resultTopic)
+            return
+        }
         switch slot.hosted.queue.yield(work) {
-        case .enqueued: break
+        case .enqueued: slot.hosted.queued.bytes.add(size, ordering: .relaxed)
         case .dropped:
+            Bounds.hit("command_queue")
             reportError("command queue of adapter '\(adapter)' is full (\(settings.commandQueueLimit)); command dropped",
                         topic: topic, transaction: transaction, resultTopic: resultTopic)
         case .terminated:

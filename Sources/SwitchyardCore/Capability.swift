@@ -117,45 +117,45 @@ extension Capability {
             if case .bool(let b) = value { word = b ? "ON" : "OFF" }
             let allowed = toggle ? ["ON", "OFF", "TOGGLE"] : ["ON", "OFF"]
             guard let w = word, allowed.contains(w) else {
-                throw fail("expected one of \(allowed.joined(separator: ", ")), got \(value.serialized)")
+                throw fail("expected one of \(allowed.joined(separator: ", ")), got \(value.excerpt)")
             }
             return .string(w)
         case .bool:
             if case .bool = value { return value }
             if case .string(let s) = value, ["true", "false"].contains(s.lowercased()) { return .bool(s.lowercased() == "true") }
-            throw fail("expected true or false, got \(value.serialized)")
+            throw fail("expected true or false, got \(value.excerpt)")
         case .integer(let lo, let hi):
-            guard case .number(let n) = value, n.isFinite else { throw fail("expected an integer \(lo)–\(hi), got \(value.serialized)") }
+            guard case .number(let n) = value, n.isFinite else { throw fail("expected an integer \(lo)–\(hi), got \(value.excerpt)") }
             let r = n.rounded()
             guard r >= Double(lo), r <= Double(hi) else { throw fail("\(JSONValue.format(n)) is out of range \(lo)–\(hi)") }
             return .number(r)
         case .number(let lo, let hi, let p):
             guard case .number(let n) = value, n.isFinite else {
-                throw fail("expected a number \(JSONValue.format(lo))–\(JSONValue.format(hi)), got \(value.serialized)")
+                throw fail("expected a number \(JSONValue.format(lo))–\(JSONValue.format(hi)), got \(value.excerpt)")
             }
             guard n >= lo, n <= hi else { throw fail("\(JSONValue.format(n)) is out of range \(JSONValue.format(lo))–\(JSONValue.format(hi))") }
             return .number(Capability.round(n, precision: p))
         case .enumeration(let values), .action(let values):
             guard case .string(let s) = value, let match = values.first(where: { $0.lowercased() == s.lowercased() }) else {
-                throw fail("expected one of \(values.joined(separator: ", ")), got \(value.serialized)")
+                throw fail("expected one of \(values.joined(separator: ", ")), got \(value.excerpt)")
             }
             return .string(match)
         case .text(let maxLength):
-            guard case .string(let s) = value else { throw fail("expected a string, got \(value.serialized)") }
+            guard case .string(let s) = value else { throw fail("expected a string, got \(value.excerpt)") }
             guard s.count <= maxLength else { throw fail("longer than \(maxLength) characters") }
             return value
         case .object(let members, let acceptsText):
             if acceptsText, case .string = value { return value }
             guard case .object(let o) = value else {
-                throw fail(acceptsText ? "expected an object or a string, got \(value.serialized)" : "expected an object, got \(value.serialized)")
+                throw fail(acceptsText ? "expected an object or a string, got \(value.excerpt)" : "expected an object, got \(value.excerpt)")
             }
             var out: [String: JSONValue] = [:]
             for key in o.keys.sorted() {
                 guard let m = members.first(where: { $0.name == key }) else {
-                    throw ValidationError(field: "\(field).\(key)",
+                    throw ValidationError(field: "\(field).\(key.excerpt(40))",
                                           reason: "unknown member (expected \(members.map(\.name).joined(separator: ", ")))")
                 }
-                out[key] = try m.validate(o[key]!, path: "\(field).\(key)")
+                out[key] = try m.validate(o[key]!, path: "\(field).\(key.excerpt(40))")
             }
             if out.isEmpty { throw fail("empty object") }
             return .object(out)

@@ -20,6 +20,19 @@ public enum CommandParser {
         public var transaction: JSONValue?
     }
 
+    /// A `transaction` is echoed on the result (and on request responses) only up to this many bytes of
+    /// JSON; a longer one is refused, so nobody can make the bridge hold and repeat large values.
+    public static let maxTransactionBytes = 256
+
+    /// The words for a transaction over `maxTransactionBytes`, or nil when it is fine.
+    public static func transactionProblem(_ t: JSONValue?) -> String? {
+        guard let t else { return nil }
+        let n = t.bytes.count
+        guard n > maxTransactionBytes else { return nil }
+        Bounds.hit("transaction")
+        return "transaction of \(n) bytes is over \(maxTransactionBytes); refused"
+    }
+
     public static let stateWords: [String: [String: JSONValue]] = [
         "ON": ["state": "ON"], "OFF": ["state": "OFF"], "TOGGLE": ["state": "TOGGLE"],
     ]
@@ -42,15 +55,18 @@ public enum CommandParser {
         do {
             value = try JSONValue.parse(text)
         } catch {
-            return .failure(Failure(message: "malformed JSON: expected \(expected), got '\(text.prefix(80))'"))
+            return .failure(Failure(message: "malformed JSON: expected \(expected), got '\(text.excerpt())'"))
         }
         guard case .object(var o) = value else {
-            return .failure(Failure(message: "expected \(expected), got \(value.serialized.prefix(80))"))
+            return .failure(Failure(message: "expected \(expected), got \(value.excerpt)"))
         }
         let transaction = o.removeValue(forKey: "transaction")
+        if let problem = transactionProblem(transaction) { return .failure(Failure(message: problem)) }
         if o.isEmpty { return .failure(Failure(message: "no fields to set", transaction: transaction)) }
         return .success(Parsed(fields: o, transaction: transaction))
     }
+
+    static let problemsShown = 4
 
     /// Validates every field against the device's capabilities; all problems are reported in one message.
     public static func validate(_ fields: [String: JSONValue], against device: DeviceDescriptor) -> Result<[String: JSONValue], Failure> {
@@ -59,7 +75,7 @@ public enum CommandParser {
         let writable = device.capabilities.filter(\.writable).map(\.name)
         for key in fields.keys.sorted() {
             guard let cap = device.capability(key) else {
-                problems.append("unknown field '\(key)' (writable: \(writable.joined(separator: ", ")))")
+                problems.append("unknown field '\(key.excerpt(40))' (writable: \(writable.joined(separator: ", ")))")
                 continue
             }
             do {
@@ -67,6 +83,10 @@ public enum CommandParser {
             } catch {
                 problems.append(error.description)
             }
+        }
+        // A payload of a thousand bad fields makes one message of a few problems, not of a thousand.
+        if problems.count > Self.problemsShown {
+            problems = problems.prefix(Self.problemsShown) + ["and \(problems.count - Self.problemsShown) more problems"]
         }
         if !problems.isEmpty { return .failure(Failure(message: problems.joined(separator: "; "))) }
         return .success(out)

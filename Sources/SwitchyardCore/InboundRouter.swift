@@ -49,8 +49,8 @@ public struct InboundRouter: Sendable {
     }
 
     public func route(_ m: InboundMessage, in directory: some InboundDirectory) -> InboundRoute {
-        if m.payload.count > maxPayload {
-            return .reject("payload of \(m.payload.count) bytes is over mqtt.max_payload (\(maxPayload)); ignored", topic: m.topic,
+        if m.size > maxPayload {
+            return .reject("payload of \(m.size) bytes is over mqtt.max_payload (\(maxPayload)); ignored", topic: m.topic,
                            transaction: nil, resultTopic: nil)
         }
         switch scheme.classify(m.topic) {

@@ -127,21 +127,23 @@ public enum JSONValue: Sendable, Equatable, Hashable {
             out += "\""
             return
         }
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if u.value < 0x20 {
-                    out += "\\u00" + [UInt8(u.value)].hexString
-                } else {
-                    out.unicodeScalars.append(u)
-                }
+        // Escaped byte by byte into one buffer, appended once: hostile input quoted in an error message is
+        // full of quotes, and appending scalar by scalar to a String cost more than parsing it.
+        let hex: [UInt8] = Array("0123456789abcdef".utf8)
+        var buf: [UInt8] = []
+        buf.reserveCapacity(s.utf8.count + 16)
+        for b in s.utf8 {
+            switch b {
+            case 0x22: buf += [0x5C, 0x22]
+            case 0x5C: buf += [0x5C, 0x5C]
+            case 0x0A: buf += [0x5C, UInt8(ascii: "n")]
+            case 0x0D: buf += [0x5C, UInt8(ascii: "r")]
+            case 0x09: buf += [0x5C, UInt8(ascii: "t")]
+            case 0..<0x20: buf += [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 0xF)]]
+            default: buf.append(b)
             }
         }
+        out += String(decoding: buf, as: UTF8.self)
         out += "\""
     }
 }
@@ -303,6 +305,8 @@ struct JSONParser {
             if i == e { throw fail("invalid exponent") }
         }
         guard let d = Double(String(decoding: bytes[start..<i], as: UTF8.self)) else { throw fail("invalid number") }
+        // 1e999 is valid JSON but no Double: as infinity it would serialise as null and trap in Int(_:).
+        guard d.isFinite else { i = start; throw fail("number out of range") }
         return .number(d)
     }
 

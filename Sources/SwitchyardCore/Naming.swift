@@ -223,3 +223,35 @@ extension Sequence<UInt8> {
         return String(decoding: out, as: UTF8.self)
     }
 }
+
+/// MQTT topic names as the broker accepts them for a PUBLISH.
+public enum Topic {
+    /// Non-empty, at most 65 535 bytes of UTF-8, no wildcard (`+`, `#`) and no NUL (MQTT 3.1.1 §4.7).
+    public static func isPublishable(_ t: String) -> Bool {
+        let u = t.utf8
+        return !u.isEmpty && u.count <= 65_535 && !u.contains { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") || $0 == 0 }
+    }
+
+    /// Whether `s` may be one level of a topic: non-empty, no `/`, and publishable.
+    public static func isLevel(_ s: some StringProtocol) -> Bool {
+        !s.isEmpty && !s.utf8.contains(UInt8(ascii: "/")) && isPublishable(String(s))
+    }
+}
+
+extension StringProtocol {
+    /// Input quoted in a message: at most `max` bytes of UTF-8, cut at a scalar boundary, then "…".
+    /// Counted in bytes, not characters: one character may carry any number of combining marks.
+    public func excerpt(_ max: Int = 80) -> String {
+        let head = Array(utf8.prefix(max + 1))
+        guard head.count > max else { return String(self) }
+        // head[end] is the first byte left out: while it continues a scalar, the cut moves back.
+        var end = max
+        while end > 0, UTF8.isContinuation(head[end]) { end -= 1 }
+        return String(decoding: head[..<end], as: UTF8.self) + "…"
+    }
+}
+
+extension JSONValue {
+    /// The value as JSON, quoted in a message: at most 80 bytes (see `excerpt`).
+    public var excerpt: String { serialized.excerpt() }
+}

@@ -9,8 +9,11 @@ import Glibc
 
 /// RFC 3339 UTC timestamps with `Z`, the only timestamp format in payloads (TOPICS.md Decision 2).
 public enum Timestamp {
+    /// Years 0001–9999 (a date outside, from a peer's nonsense timestamp, is clamped: found by the ha
+    /// fuzz target, where converting it to time_t trapped).
     public static func rfc3339(_ date: Date) -> String {
-        let t = time_t(date.timeIntervalSince1970.rounded(.down))
+        let secs = date.timeIntervalSince1970
+        let t = time_t((secs.isNaN ? 0 : min(max(secs, -62_135_596_800), 253_402_300_799)).rounded(.down))
         var tmv = tm()
         var tt = t
         gmtime_r(&tt, &tmv)
@@ -30,7 +33,7 @@ public enum Timestamp {
     /// Parses RFC 3339 (`2026-11-22T20:10:14Z`, fractional seconds and offsets allowed) or epoch seconds.
     /// By hand rather than with ISO8601DateFormatter, which starts ICU's calendars for one timestamp.
     public static func parse(_ s: String) -> Date? {
-        if let secs = Double(s) { return Date(timeIntervalSince1970: secs) }
+        if let secs = Double(s) { return secs.isFinite ? Date(timeIntervalSince1970: secs) : nil }
         let b = Array(s.utf8)
         var i = 0
         func number(_ n: Int) -> Int? {

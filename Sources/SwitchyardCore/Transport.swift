@@ -17,16 +17,22 @@ public struct InboundMessage: Sendable, Equatable {
     /// MQTT v5 user properties (empty under 3.1.1).
     public var userProperties: [String: String]
     public var receivedAt: Date
+    /// Set when the payload was over `max_payload` and not copied (`payload` is then empty): its size.
+    public var oversize: Int?
 
     public init(topic: String, payload: [UInt8], retain: Bool = false, qos: Int = 1, userProperties: [String: String] = [:],
-                receivedAt: Date = Date()) {
+                receivedAt: Date = Date(), oversize: Int? = nil) {
         self.topic = topic
         self.payload = payload
         self.retain = retain
         self.qos = qos
         self.userProperties = userProperties
         self.receivedAt = receivedAt
+        self.oversize = oversize
     }
+
+    /// The payload's size on the wire, copied or not.
+    public var size: Int { oversize ?? payload.count }
 }
 
 public enum TransportEvent: Sendable, Equatable {
@@ -45,6 +51,12 @@ public struct TransportStats: Sendable, Equatable {
     public var received = 0
     public var connects = 0
     public var clientRecreations = 0
+    /// Non-retained payload bytes waiting in the outbox.
+    public var outboxEventBytes = 0
+    /// Times the network thread stopped reading because the core had `max_inbound` messages or bytes waiting.
+    public var inboundPauses = 0
+    /// Payloads over `max_payload`, refused without being copied.
+    public var oversize = 0
     public init() {}
 }
 
@@ -59,9 +71,13 @@ public protocol MQTTTransport: AnyObject, Sendable {
     /// Replaces the set of subscriptions; kept across reconnects.
     func setSubscriptions(_ filters: [String])
     func stats() -> TransportStats
+    /// The consumer is done with a message from `events`: its count and bytes no longer hold back reading.
+    func release(_ message: InboundMessage)
 }
 
 extension MQTTTransport {
+    public func release(_ message: InboundMessage) {}
+
     public func publish(_ topic: String, _ text: String, qos: Int = 1, retain: Bool = false) {
         publish(topic, Array(text.utf8), qos: qos, retain: retain)
     }

@@ -58,11 +58,19 @@ public final class HTTPClient: Sendable {
         public var verifyTLS: Bool
         public var caFile: String?
         public var connectTimeout: Double
-        public init(userAgent: String = "switchyard", verifyTLS: Bool = true, caFile: String? = nil, connectTimeout: Double = 10) {
+        /// A response body (after decompression) larger than this fails the request without being kept;
+        /// counted as `http_body` in `bridge/health` `limits`.
+        public var maxResponseBytes: Int
+        /// The same for the response's header lines together (`http_headers`).
+        public var maxHeaderBytes: Int
+        public init(userAgent: String = "switchyard", verifyTLS: Bool = true, caFile: String? = nil, connectTimeout: Double = 10,
+                    maxResponseBytes: Int = 8 << 20, maxHeaderBytes: Int = 64 << 10) {
             self.userAgent = userAgent
             self.verifyTLS = verifyTLS
             self.caFile = caFile
             self.connectTimeout = connectTimeout
+            self.maxResponseBytes = maxResponseBytes
+            self.maxHeaderBytes = maxHeaderBytes
         }
     }
 
@@ -133,7 +141,8 @@ public final class HTTPClient: Sendable {
         }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<HTTPResponse, any Error>) in
-                let t = Transfer(id: id, request: request, continuation: c)
+                let t = Transfer(id: id, request: request, continuation: c,
+                                 maxBody: options.maxResponseBytes, maxHeaders: options.maxHeaderBytes)
                 let accepted = shared.withLock { s -> Bool in
                     if s.stopping { return false }
                     s.commands.append(.start(t))
@@ -165,11 +174,18 @@ final class Transfer {
     var headerList: UnsafeMutablePointer<curl_slist>?
     var body: [UInt8] = []
     var headers: [String: String] = [:]
+    let maxBody: Int
+    let maxHeaders: Int
+    var headerBytes = 0
+    /// Set when the response passed a bound: the callback refused it and the transfer fails with this.
+    var refused: String?
 
-    init(id: UInt64, request: HTTPRequest, continuation: CheckedContinuation<HTTPResponse, any Error>) {
+    init(id: UInt64, request: HTTPRequest, continuation: CheckedContinuation<HTTPResponse, any Error>, maxBody: Int, maxHeaders: Int) {
         self.id = id
         self.request = request
         self.continuation = continuation
+        self.maxBody = maxBody
+        self.maxHeaders = maxHeaders
     }
 }
 
@@ -178,12 +194,24 @@ enum CurlCallbacks {
     static let write: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { ptr, size, n, ud in
         guard let ptr, let ud else { return 0 }
         let t = Unmanaged<Transfer>.fromOpaque(ud).takeUnretainedValue()
+        guard t.body.count + size * n <= t.maxBody else {
+            // Returning less than was given makes libcurl abort the transfer (CURLE_WRITE_ERROR).
+            t.refused = "response body larger than \(t.maxBody) bytes"
+            Bounds.hit("http_body")
+            return 0
+        }
         ptr.withMemoryRebound(to: UInt8.self, capacity: size * n) { t.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: size * n)) }
         return size * n
     }
     static let header: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { ptr, size, n, ud in
         guard let ptr, let ud else { return 0 }
         let t = Unmanaged<Transfer>.fromOpaque(ud).takeUnretainedValue()
+        t.headerBytes += size * n
+        guard t.headerBytes <= t.maxHeaders else {
+            t.refused = "response headers larger than \(t.maxHeaders) bytes"
+            Bounds.hit("http_headers")
+            return 0
+        }
         let line = ptr.withMemoryRebound(to: UInt8.self, capacity: size * n) { String(decoding: UnsafeBufferPointer(start: $0, count: size * n), as: UTF8.self) }
         if line.hasPrefix("HTTP/") { t.headers = [:] }   // a new response (redirect, 100-continue)
         if let colon = line.firstIndex(of: ":") {
@@ -236,6 +264,8 @@ final class CurlLoop {
                     var connects = 0
                     _ = ccurl_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects)
                     finish(t, .success(HTTPResponse(status: status, headers: t.headers, body: t.body, newConnections: connects)))
+                } else if let refused = t.refused {
+                    finish(t, .failure(HTTPError(kind: .other, message: refused)))
                 } else {
                     finish(t, .failure(Self.error(code)))
                 }

@@ -42,8 +42,16 @@ public struct MQTTSettings: Sendable {
     public var maxInflight: Int
     /// Non-retained messages kept while disconnected; the oldest is dropped past this.
     public var maxEvents: Int
-    /// Inbound messages queued for the core; past this they are dropped and counted.
+    /// The same bound in payload bytes.
+    public var maxEventBytes: Int
+    /// Inbound messages (and their payload bytes) waiting for the core. At either bound the network
+    /// thread stops reading the socket until the core has caught up: TCP pushes back to the broker,
+    /// which keeps QoS 1 messages for the session. One read may pass the bound by what libmosquitto
+    /// reads in one go (at most about `maxInflight` packets).
     public var maxInbound: Int
+    public var maxInboundBytes: Int
+    /// Inbound payloads larger than this are not copied: the core gets their size only (and refuses them).
+    public var maxPayload: Int
     public var reconnectMinDelay: Double
     public var reconnectMaxDelay: Double
     /// No CONNACK within this many seconds of a TCP connect counts as a failed attempt.
@@ -53,8 +61,9 @@ public struct MQTTSettings: Sendable {
 
     public init(host: String = "127.0.0.1", port: Int = 1883, tls: TLS? = nil, protocolVersion: Int = 4, clientID: String,
                 username: String? = nil, password: String? = nil, keepalive: Int = 60, sessionExpiry: Int = 3600,
-                stateTopic: String, maxInflight: Int = 100, maxEvents: Int = 10_000, maxInbound: Int = 10_000,
-                reconnectMinDelay: Double = 1, reconnectMaxDelay: Double = 30, connectTimeout: Double = 10, stuckAfter: Double = 120) {
+                stateTopic: String, maxInflight: Int = 100, maxEvents: Int = 10_000, maxEventBytes: Int = 8 << 20,
+                maxInbound: Int = 1_000, maxInboundBytes: Int = 4 << 20, maxPayload: Int = 256 * 1024,
+                reconnectMinDelay: Double = 0.1, reconnectMaxDelay: Double = 1, connectTimeout: Double = 10, stuckAfter: Double = 120) {
         self.host = host
         self.port = port
         self.tls = tls
@@ -67,7 +76,10 @@ public struct MQTTSettings: Sendable {
         self.stateTopic = stateTopic
         self.maxInflight = maxInflight
         self.maxEvents = maxEvents
+        self.maxEventBytes = maxEventBytes
         self.maxInbound = maxInbound
+        self.maxInboundBytes = maxInboundBytes
+        self.maxPayload = maxPayload
         self.reconnectMinDelay = reconnectMinDelay
         self.reconnectMaxDelay = reconnectMaxDelay
         self.connectTimeout = connectTimeout

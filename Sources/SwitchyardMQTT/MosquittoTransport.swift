@@ -38,6 +38,10 @@ public final class MosquittoTransport: MQTTTransport {
         var drainDeadline: MonotonicInstant?
         var stopped: CheckedContinuation<Void, Never>?
         var finished = false
+        /// Messages (and their bytes) handed to `events` and not yet released by the consumer.
+        var inboundCount = 0
+        var inboundBytes = 0
+        var readingPaused = false
     }
 
     public let events: AsyncStream<TransportEvent>
@@ -56,8 +60,10 @@ public final class MosquittoTransport: MQTTTransport {
         _ = MosquittoLibrary.initialised
         self.settings = settings
         self.logger = logger
-        self.shared = Mutex(Shared(outbox: Outbox(maxEvents: settings.maxEvents)))
-        (events, continuation) = AsyncStream.makeStream(of: TransportEvent.self, bufferingPolicy: .bufferingOldest(settings.maxInbound))
+        self.shared = Mutex(Shared(outbox: Outbox(maxEvents: settings.maxEvents, maxEventBytes: settings.maxEventBytes)))
+        // Unbounded as a stream: what it holds is bounded by `maxInbound`/`maxInboundBytes`, because the
+        // network thread stops reading the socket at either (see `release`).
+        (events, continuation) = AsyncStream.makeStream(of: TransportEvent.self)
     }
 
     deinit {
@@ -106,7 +112,34 @@ public final class MosquittoTransport: MQTTTransport {
             var st = s.stats
             st.outbox = s.outbox.pending
             st.dropped = s.outbox.dropped
+            st.outboxEventBytes = s.outbox.eventBytes
             return st
+        }
+    }
+
+    public func release(_ message: InboundMessage) {
+        let resume = shared.withLock { s -> Bool in
+            s.inboundCount -= 1
+            s.inboundBytes -= Self.footprint(message)
+            return s.readingPaused && !Self.full(s, settings)
+        }
+        if resume { wake() }
+    }
+
+    /// What a queued message holds on to, as counted against `maxInboundBytes`.
+    static func footprint(_ m: InboundMessage) -> Int { m.payload.count + m.topic.utf8.count }
+
+    static func full(_ s: borrowing Shared, _ settings: MQTTSettings) -> Bool {
+        s.inboundCount >= settings.maxInbound || s.inboundBytes >= settings.maxInboundBytes
+    }
+
+    /// Whether the network thread may read the socket now; counts each time it has to stop.
+    func mayRead() -> Bool {
+        shared.withLock { s in
+            let full = Self.full(s, settings)
+            if full && !s.readingPaused { s.stats.inboundPauses += 1 }
+            s.readingPaused = full
+            return !full
         }
     }
 
@@ -150,10 +183,19 @@ final class NetworkLoop {
     var connackReceived = false
     var sessionPresent = false
     var connackRefusal: String?
+    var refusalCode: Int32?
+    /// CONNACK codes that another attempt will not change (MQTT 3.1.1: bad user name or password, not
+    /// authorised; MQTT 5: the same, bad authentication method, banned): retried only every 30 s.
+    static let refusedForGood: Set<Int32> = [4, 5, 0x86, 0x87, 0x8A, 0x8C]
+    static let refusedDelay = 30.0
     var publishing = false
     var earlyAcks: Set<Int32> = []
     var subscribed: [String] = []
+    /// Failed attempts since the last stable connection (the backoff's exponent).
     var attempt = 0
+    var connectedAt: MonotonicInstant?
+    /// A connection that lasted this long was stable: after losing it, the first attempt is immediate.
+    static let stableAfter = 5.0
     var lastGoodConnection: MonotonicInstant
     let wakeFD: Int32
 
@@ -176,7 +218,14 @@ final class NetworkLoop {
                 logger.warning("broker connect failed", metadata: ["mqtt.host": "\(settings.host)", "mqtt.port": "\(settings.port)",
                                                                     "error": "\(Self.describe(rc))"])
             }
-            if connected { markDisconnected(reason: "connection lost") }
+            var immediate = false
+            if connected {
+                markDisconnected(reason: "connection lost")
+                // A stable connection lost (a broker restart): try again at once, the broker may already be
+                // back. A connection that keeps dropping soon after it is made backs off like a failure.
+                if let at = connectedAt, (now() - at).seconds >= Self.stableAfter { attempt = 0; immediate = true }
+            }
+            connectedAt = nil
             if stopRequested() { break }
             if (now() - lastGoodConnection).seconds > settings.stuckAfter {
                 logger.warning("no broker connection for a long time: recreating the MQTT client",
@@ -185,7 +234,10 @@ final class NetworkLoop {
                 transport.shared.withLock { $0.stats.clientRecreations += 1 }
                 lastGoodConnection = now()
             }
-            let delay = settings.backoff(attempt: attempt)
+            if immediate { continue }
+            var delay = settings.backoff(attempt: attempt)
+            // Credentials or an ACL refused: asking again at once would only fill the broker's log.
+            if let code = refusalCode, Self.refusedForGood.contains(code) { delay = max(delay, Self.refusedDelay) }
             attempt += 1
             sleep(seconds: delay)
         }
@@ -263,6 +315,7 @@ final class NetworkLoop {
     func connect(_ m: OpaquePointer) -> Int32 {
         connackReceived = false
         connackRefusal = nil
+        refusalCode = nil
         if settings.protocolVersion == 5 {
             var props: OpaquePointer? = nil
             mosquitto_property_add_int32(&props, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), UInt32(settings.sessionExpiry))
@@ -280,14 +333,17 @@ final class NetworkLoop {
         while true {
             let sock = mosquitto_socket(m)
             if sock < 0 { return }
-            fds[0] = pollfd(fd: sock, events: Int16(POLLIN) | (mosquitto_want_write(m) ? Int16(POLLOUT) : 0), revents: 0)
+            // While the core has its fill of inbound messages the socket is not read: the broker waits.
+            let reading = transport.mayRead()
+            fds[0] = pollfd(fd: sock, events: (reading ? Int16(POLLIN) : 0) | (mosquitto_want_write(m) ? Int16(POLLOUT) : 0), revents: 0)
             fds[1].revents = 0
             let n = poll(&fds, 2, 250)
             if n < 0 && errno != EINTR { return }
             if fds[1].revents & Int16(POLLIN) != 0 {
                 drainWake()
             }
-            if fds[0].revents & (Int16(POLLIN) | Int16(POLLHUP) | Int16(POLLERR)) != 0 {
+            // A hang-up or error is read even while paused: that is how libmosquitto learns of it.
+            if fds[0].revents & (Int16(POLLHUP) | Int16(POLLERR)) != 0 || (reading && fds[0].revents & Int16(POLLIN) != 0) {
                 let rc = mosquitto_loop_read(m, 1)
                 if rc != MOSQ_ERR_SUCCESS.rawValue { logLost(rc); return }
             }
@@ -329,7 +385,7 @@ final class NetworkLoop {
 
     func didConnect(_ m: OpaquePointer) {
         connected = true
-        attempt = 0
+        connectedAt = now()
         lastGoodConnection = now()
         subscribed = []
         transport.shared.withLock { s in
@@ -414,6 +470,7 @@ final class NetworkLoop {
             sessionPresent = flags & 1 == 1
         } else {
             connackRefusal = String(cString: mosquitto_connack_string(rc))
+            refusalCode = rc
         }
     }
 
@@ -424,7 +481,9 @@ final class NetworkLoop {
 
     func onMessage(_ msg: mosquitto_message, _ props: OpaquePointer?) {
         let topic = String(cString: msg.topic)
-        let payload: [UInt8] = msg.payloadlen > 0 && msg.payload != nil
+        // Over max_payload: not copied, only its size goes on (the core refuses it with that size).
+        let oversize = Int(msg.payloadlen) > settings.maxPayload ? Int(msg.payloadlen) : nil
+        let payload: [UInt8] = oversize == nil && msg.payloadlen > 0 && msg.payload != nil
             ? Array(UnsafeRawBufferPointer(start: msg.payload, count: Int(msg.payloadlen))) : []
         var user: [String: String] = [:]
         if let props {
@@ -441,11 +500,14 @@ final class NetworkLoop {
                 p = mosquitto_property_read_string_pair(p, id, &name, &value, true)
             }
         }
-        transport.shared.withLock { $0.stats.received += 1 }
-        let m = InboundMessage(topic: topic, payload: payload, retain: msg.retain, qos: Int(msg.qos), userProperties: user)
-        if case .dropped = transport.continuation.yield(.message(m)) {
-            logger.error("inbound queue full: message dropped", metadata: ["mqtt.topic": "\(topic)"])
+        let m = InboundMessage(topic: topic, payload: payload, retain: msg.retain, qos: Int(msg.qos), userProperties: user, oversize: oversize)
+        transport.shared.withLock { s in
+            s.stats.received += 1
+            if oversize != nil { s.stats.oversize += 1 }
+            s.inboundCount += 1
+            s.inboundBytes += MosquittoTransport.footprint(m)
         }
+        transport.continuation.yield(.message(m))
     }
 
     // MARK: helpers

@@ -80,6 +80,9 @@ struct Outbox {
     }
 
     let maxEvents: Int
+    /// Payload bytes of the queued events; past `maxEventBytes` the oldest go, as past `maxEvents`.
+    let maxEventBytes: Int
+    private(set) var eventBytes = 0
     private(set) var ledger: [String: RetainedEntry] = [:]
     private(set) var events: [UInt64: Message] = [:]
     private var eventOrder = FIFO<UInt64>()
@@ -89,7 +92,10 @@ struct Outbox {
     private var nextEvent: UInt64 = 0
     private(set) var dropped = 0
 
-    init(maxEvents: Int) { self.maxEvents = maxEvents }
+    init(maxEvents: Int, maxEventBytes: Int = .max) {
+        self.maxEvents = maxEvents
+        self.maxEventBytes = maxEventBytes
+    }
 
     /// Messages not yet acknowledged: retained values awaiting PUBACK plus queued events.
     var pending: Int { ledger.values.reduce(0) { $0 + ($1.acked ? 0 : 1) } + events.count }
@@ -108,10 +114,11 @@ struct Outbox {
         } else {
             nextEvent += 1
             events[nextEvent] = Message(topic: topic, payload: payload, qos: qos, retain: false)
+            eventBytes += payload.count
             eventOrder.push(nextEvent)
             sendQueue.push(.event(id: nextEvent))
-            while events.count > maxEvents, let oldest = eventOrder.pop() {
-                if events.removeValue(forKey: oldest) != nil { dropped += 1 }
+            while events.count > maxEvents || eventBytes > maxEventBytes, let oldest = eventOrder.pop() {
+                if removeEvent(oldest) { dropped += 1 }
             }
         }
     }
@@ -139,8 +146,15 @@ struct Outbox {
         case .retained(let topic, let generation):
             if ledger[topic]?.generation == generation { ledger[topic] = nil }
         case .event(let id):
-            events[id] = nil
+            removeEvent(id)
         }
+    }
+
+    @discardableResult
+    private mutating func removeEvent(_ id: UInt64) -> Bool {
+        guard let m = events.removeValue(forKey: id) else { return false }
+        eventBytes -= m.payload.count
+        return true
     }
 
     /// PUBACK (QoS 1) or written (QoS 0).
@@ -158,7 +172,7 @@ struct Outbox {
                 }
             }
         case .event(let id):
-            events[id] = nil
+            removeEvent(id)
         }
         return true
     }

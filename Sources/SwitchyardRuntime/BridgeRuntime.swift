@@ -26,7 +26,9 @@ public enum BridgeRuntime {
             tls: m.useTLS ? .init(caFile: m.tls.caFile, caPath: m.tls.caPath, certFile: m.tls.certFile, keyFile: m.tls.keyFile, verify: m.tls.verify) : nil,
             protocolVersion: m.protocolVersion, clientID: m.clientID, username: m.username, password: m.password,
             keepalive: m.keepalive, sessionExpiry: m.sessionExpiry, stateTopic: "\(m.baseTopic)/bridge/state",
-            maxInflight: m.maxInflight, maxEvents: m.outboxMaxEvents, reconnectMinDelay: m.reconnectMinDelay,
+            maxInflight: m.maxInflight, maxEvents: m.outboxMaxEvents, maxEventBytes: m.outboxMaxEventBytes,
+            maxInbound: m.inboundMaxMessages, maxInboundBytes: m.inboundMaxBytes, maxPayload: m.maxPayload,
+            reconnectMinDelay: m.reconnectMinDelay,
             reconnectMaxDelay: m.reconnectMaxDelay, connectTimeout: m.connectTimeout, stuckAfter: m.stuckAfter)
     }
 
@@ -65,6 +67,7 @@ public enum BridgeRuntime {
         var services: [any Service] = [TransportService(transport: transport),
                                        EngineService(engine: engine, adapters: config.upstreams.map { $0.makeAdapter() }, notifier: notifier)]
         if configPath != nil { services.append(ReloadOnHangupService(engine: engine)) }
+        if ProcessInfo.processInfo.environment["SWITCHYARD_MALLOC_TRIM"] != "0" { services.append(MemoryTrimService()) }
         if let interval = SystemdNotifier.watchdogInterval(), notifier.enabled {
             services.append(WatchdogService(engine: engine, notifier: notifier, interval: interval))
         }

@@ -47,7 +47,7 @@ struct SwitchyardBench: AsyncParsableCommand {
         commandName: "switchyard-bench",
         abstract: "Measures the bridge against raw libmosquitto on a broker it starts itself (loopback).")
 
-    @Option(help: "Scenarios to run: publish, ha-mirror, command-latency, startup, memory, lifx-budget (default: all).")
+    @Option(help: "Scenarios to run: publish, ha-mirror, command-latency, startup, memory, lifx-budget, hostile, reconnect (default: all).")
     var scenario: [String] = []
     @Flag(help: "Print the figures as JSON.") var json = false
     @Option(help: "State updates for the publish scenario.") var messages = 20_000
@@ -55,9 +55,11 @@ struct SwitchyardBench: AsyncParsableCommand {
     @Option(help: "Commands for command-latency (each path).") var commands = 10_000
     @Option(help: "Seconds of command churn before reading memory.") var churnSeconds = 60.0
     @Option(help: "Home Assistant entities mirrored during the memory scenario.") var haEntities = 5_000
+    @Option(help: "Hostile payloads for the hostile scenario.") var hostilePayloads = 100_000
+    @Option(help: "Broker restarts for the reconnect scenario.") var restarts = 20
 
     func run() async throws {
-        let all = ["publish", "ha-mirror", "command-latency", "startup", "memory", "lifx-budget"]
+        let all = ["publish", "ha-mirror", "command-latency", "startup", "memory", "lifx-budget", "hostile", "reconnect"]
         let chosen = scenario.isEmpty ? all : scenario
         for s in chosen where !all.contains(s) { throw ValidationError("unknown scenario '\(s)' (known: \(all.joined(separator: ", ")))") }
         let broker = try await Broker.start(extraConfig: "max_inflight_messages 100\nset_tcp_nodelay true")
@@ -101,6 +103,8 @@ struct SwitchyardBench: AsyncParsableCommand {
         if chosen.contains("startup") || chosen.contains("memory") {
             figures += try await processFigures(port: broker.port, startup: chosen.contains("startup"), memory: chosen.contains("memory"))
         }
+        if chosen.contains("hostile") { figures += try await hostileFigures(port: broker.port) }
+        if chosen.contains("reconnect") { figures += try await reconnectFigures() }
         report(figures)
     }
 

@@ -252,6 +252,23 @@ final class HAHarness: Sendable {
         }
     }
 
+    /// HA cannot make us hold a message past `ha.max_message_bytes`: the connection is closed (the
+    /// library refuses the frame from its header) and retried, nothing of it is mirrored, and the mirror
+    /// carries on once the messages are smaller.
+    @Test func aMessagePastTheBoundClosesTheConnection() async throws {
+        try await HAHarness.with(yaml: "  max_message_bytes: 65536",
+                                 extra: [.init("sensor.big", "1", ["blob": .string(String(repeating: "x", count: 70_000))])]) { h in
+            try await h.probe.waitFor("the closed connection in bridge/info") { ms in
+                ms.last { $0.topic == "\(h.base)/bridge/info" }?.payload.contains("larger than ha.max_message_bytes") == true
+            }
+            try await waitUntil("a retry") { h.sim.connections >= 2 }
+            #expect(h.probe.last(h.t("sensor/big/blob")) == nil && h.probe.last(h.t("light/kitchen/state")) == nil)
+            h.sim.remove("sensor.big")
+            try await h.waitTopic("light/kitchen/brightness", "128")
+            try await h.waitTopic("availability", "online")
+        }
+    }
+
     @Test func aLargeGetStatesWithTheStateChangedFeed() async throws {
         let blob = String(repeating: "x", count: 200 * 1024)
         try await HAHarness.with(yaml: "  feed: state_changed\n  publish_timestamps: true",

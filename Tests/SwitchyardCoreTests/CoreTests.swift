@@ -93,8 +93,15 @@ import Foundation
         #expect(v["b"] == [1, 2.5, true, nil])
     }
 
+    @Test func aNumberNoDoubleHoldsIsRefusedAndSaidSo() {
+        #expect(throws: JSONValue.ParseError.self) { try JSONValue.parse(#"{"brightness":1e999}"#) }
+        do { _ = try JSONValue.parse(#"{"brightness":1e999}"#) } catch { #expect("\(error)".contains("number out of range")) }
+        #expect((try? JSONValue.parse("1e-999")) == 0)
+    }
+
     @Test func rejectsMalformedJSON() {
-        for bad in ["{bad", "{\"a\":}", "[1,]", "01", "\"\\x\"", "{\"a\":1} x", "nul", ""] {
+        // 1e999 and its kind (found by the json fuzz target): no Double holds them.
+        for bad in ["{bad", "{\"a\":}", "[1,]", "01", "\"\\x\"", "{\"a\":1} x", "nul", "", " 2E8888888888888888888888888", "[-1e400]"] {
             #expect(throws: JSONValue.ParseError.self, "\(bad)") { try JSONValue.parse(bad) }
         }
     }

@@ -37,6 +37,39 @@ import SwitchyardHTTP
         }
     }
 
+    /// A peer cannot make us hold more than `maxResponseBytes` of body or `maxHeaderBytes` of headers:
+    /// the transfer fails past either bound, a body exactly at the bound arrives whole.
+    @Test func responsesPastTheirBoundsAreRefused() async throws {
+        let s = try await LoopbackHTTPServer.start(routes: [
+            ("GET /body/*", { r in .init(body: Array(repeating: UInt8(ascii: "["), count: Int(r.path.split(separator: "/").last!)!)) }),
+            ("GET /headers", { _ in .init(headers: ["X-Big": String(repeating: "h", count: 3000)], body: Array("{}".utf8)) }),
+        ])
+        try await withTeardown {
+            try await HTTPClient.withClient(options: .init(maxResponseBytes: 100_000, maxHeaderBytes: 2048)) { c in
+                let before = Bounds.snapshot
+                let exact = try await c.get("\(s.baseURL)/body/100000")
+                #expect(exact.body.count == 100_000)
+                do {
+                    _ = try await c.get("\(s.baseURL)/body/100001")
+                    Issue.record("a body past the bound was accepted")
+                } catch let e as HTTPError {
+                    #expect(e.message == "response body larger than 100000 bytes")
+                }
+                do {
+                    _ = try await c.get("\(s.baseURL)/headers")
+                    Issue.record("headers past the bound were accepted")
+                } catch let e as HTTPError {
+                    #expect(e.message == "response headers larger than 2048 bytes")
+                }
+                let after = Bounds.snapshot
+                #expect(after["http_body", default: 0] > before["http_body", default: 0])
+                #expect(after["http_headers", default: 0] > before["http_headers", default: 0])
+                // The client is still fine afterwards.
+                #expect(try await c.get("\(s.baseURL)/body/10").body.count == 10)
+            }
+        } teardown: { await s.stop() }
+    }
+
     @Test func bodyArrivesExactlyWithTheMethod() async throws {
         try await Self.withServer { s in
             try await HTTPClient.withClient { c in

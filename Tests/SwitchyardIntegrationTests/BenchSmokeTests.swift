@@ -10,7 +10,8 @@ import SwitchyardTestSupport
         let bench = URL(fileURLWithPath: sy).deletingLastPathComponent().appendingPathComponent("switchyard-bench").path
         let out = TestEnvironment.makeTempDir("bench-smoke").appendingPathComponent("out.json").path
         let child = try ChildProcess(path: bench, arguments: ["--json", "--messages", "300", "--devices", "20", "--commands", "20",
-                                                              "--churn-seconds", "0.5", "--ha-entities", "30"], outputFile: out)
+                                                              "--churn-seconds", "0.5", "--ha-entities", "30",
+                                                              "--hostile-payloads", "300", "--restarts", "2"], outputFile: out)
         let status = await child.wait(timeout: 120)
         let text = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
         #expect(status == 0, "\(text)")
@@ -20,8 +21,12 @@ import SwitchyardTestSupport
         let json = try JSONValue.parse(String(line))
         guard case .array(let figures) = json else { Issue.record("not a list: \(text)"); return }
         let scenarios = Set(figures.compactMap { $0["scenario"]?.stringValue })
-        #expect(scenarios == ["baseline", "publish", "ha-mirror", "command-latency", "startup", "memory", "lifx-budget"])
-        for f in figures { #expect((f["value"]?.doubleValue ?? 0) > 0, "\(f.serialized)") }
+        #expect(scenarios == ["baseline", "publish", "ha-mirror", "command-latency", "startup", "memory", "lifx-budget", "hostile", "reconnect"])
+        for f in figures {
+            // A difference against idle memory may be zero or below; every other figure is a positive measurement.
+            let difference = f["name"]?.stringValue?.contains("−") == true
+            #expect(difference ? f["value"]?.doubleValue?.isFinite == true : (f["value"]?.doubleValue ?? 0) > 0, "\(f.serialized)")
+        }
         #expect(figures.contains { $0["scenario"] == "publish" && ($0["ratio"]?.doubleValue ?? 0) > 0 })
         #expect(figures.contains { $0["scenario"] == "ha-mirror" && ($0["ratio"]?.doubleValue ?? 0) > 0 })
     }

@@ -92,6 +92,34 @@ import SwitchyardTestSupport
         }
     }
 
+    /// A flood of bad payloads is not a flood of log lines: at most `errorLogsPerSecond` errors a second
+    /// are logged and the rest are summed up in a warning, so that every bad payload is accounted for;
+    /// a publisher that gave a `transaction` gets its result whatever the rate.
+    @Test func aFloodOfBadCommandsIsLoggedAtABoundedRateAndCountedWhole() async throws {
+        let broker = try await Broker.start()
+        let base = uniqueBase()
+        let probe = try await MQTTProbe.connect(port: broker.port)
+        try await probe.subscribe("\(base)/#")
+        let adapter = ScriptedAdapter(devices: [ScriptedAdapter.lamp()])
+        try await InProcessBridge.with(port: broker.port, base: base, adapter: adapter) { _ in
+            try await probe.waitFor(topic: "\(base)/test/lamp/availability", payload: "online")
+            let n = 3 * BridgeEngine.errorLogsPerSecond
+            for i in 0..<n { probe.publish("\(base)/test/lamp/set", #"{"speed": \#(i), "transaction": \#(i)}"#, qos: 1) }
+            try await probe.waitFor("every result") { ms in ms.filter { $0.topic == "\(base)/test/lamp/result" }.count >= n }
+            @Sendable func accounted() -> (errors: Int, summed: Int) {
+                let lines = probe.messages(on: "\(base)/bridge/log").compactMap { try? JSONValue.parse($0.payload) }
+                let errors = lines.filter { $0["level"] == "error" }.count
+                let summed = lines.filter { $0["level"] == "warning" }.compactMap { $0["message"]?.stringValue }
+                    .compactMap { $0.hasSuffix("a second)") ? Int($0.prefix { $0.isNumber }) : nil }.reduce(0, +)
+                return (errors, summed)
+            }
+            try await waitUntil("every bad command logged or counted") { let a = accounted(); return a.errors + a.summed >= n }
+            let a = accounted()
+            #expect(a.errors + a.summed == n)
+            #expect(a.summed > 0, "\(n) errors at once were all logged")
+        }
+    }
+
     @Test func aRetainedCommandStoredBeforeTheBridgeConnectsIsIgnored() async throws {
         let broker = try await Broker.start()
         let base = uniqueBase()

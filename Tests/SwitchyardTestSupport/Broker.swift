@@ -136,6 +136,8 @@ public final class Broker: @unchecked Sendable {
     var process: ChildProcess?
     let extraConfig: String
 
+    /// `extraConfig` is appended to the generated config; `$DIR/` in it stands for the broker's directory
+    /// (`persistence true` + `persistence_location $DIR/` keeps retained messages and sessions across restarts).
     public init(extraConfig: String = "") throws {
         guard TestEnvironment.which("mosquitto") != nil else { throw TestError("mosquitto is not installed (make test installs it)") }
         port = TestEnvironment.freePort()
@@ -164,13 +166,13 @@ public final class Broker: @unchecked Sendable {
         try """
         listener \(port) 127.0.0.1
         allow_anonymous true
-        persistence false
+        \(extraConfig.contains("persistence ") ? "" : "persistence false")
         max_queued_messages 0
         log_dest file \(dir.path)/mosquitto.log
         log_type error
         log_type warning
         log_type notice
-        \(extraConfig)
+        \(extraConfig.replacingOccurrences(of: "$DIR/", with: directory))
         """.write(to: conf, atomically: true, encoding: .utf8)
         let p = try ChildProcess(path: TestEnvironment.which("mosquitto")!, arguments: ["-c", conf.path],
                                  outputFile: dir.appendingPathComponent("stdout.log").path)
@@ -193,6 +195,17 @@ public final class Broker: @unchecked Sendable {
         process?.terminateAndReap()
         process = nil
     }
+
+    /// `kill -9`: the broker saves nothing and says goodbye to nobody (its clients see the socket close).
+    public func kill() async {
+        guard let p = process else { return }
+        p.signal(SIGKILL)
+        await p.wait(timeout: 10)
+        process = nil
+    }
+
+    /// The broker's own directory (config, log; a `persistence_location` may point here).
+    public var directory: String { dir.path + "/" }
 
     public var log: String { (try? String(contentsOf: dir.appendingPathComponent("mosquitto.log"), encoding: .utf8)) ?? "" }
 

@@ -29,9 +29,12 @@ public final class MQTTProbe: @unchecked Sendable {
     /// Message ids the broker has acknowledged (PUBACK for QoS 1).
     let acked = Mutex<Set<Int32>>([])
 
-    public init(port: Int, clientID: String = "probe-\(UUID().uuidString.prefix(8))", protocolVersion: Int = 4) throws {
+    /// `cleanSession: false` keeps the subscriptions and queued QoS 1 messages at the broker while the
+    /// probe is away (across broker restarts too, with the broker's persistence on).
+    public init(port: Int, clientID: String = "probe-\(UUID().uuidString.prefix(8))", protocolVersion: Int = 4,
+                cleanSession: Bool = true) throws {
         _ = Self.initialised
-        guard let h = mosquitto_new(clientID, true, nil) else { throw TestError("mosquitto_new failed") }
+        guard let h = mosquitto_new(clientID, cleanSession, nil) else { throw TestError("mosquitto_new failed") }
         handle = h
         if protocolVersion == 5 { mosquitto_int_option(h, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5) }
         mosquitto_int_option(h, MOSQ_OPT_TCP_NODELAY, 1)
@@ -45,8 +48,9 @@ public final class MQTTProbe: @unchecked Sendable {
         guard mosquitto_connect_async(h, "127.0.0.1", Int32(port), 30) == MOSQ_ERR_SUCCESS.rawValue else { throw TestError("connect failed") }
     }
 
-    public static func connect(port: Int, protocolVersion: Int = 4) async throws -> MQTTProbe {
-        let p = try MQTTProbe(port: port, protocolVersion: protocolVersion)
+    public static func connect(port: Int, protocolVersion: Int = 4, clientID: String = "probe-\(UUID().uuidString.prefix(8))",
+                               cleanSession: Bool = true) async throws -> MQTTProbe {
+        let p = try MQTTProbe(port: port, clientID: clientID, protocolVersion: protocolVersion, cleanSession: cleanSession)
         for _ in 0..<600 where !p.connected.load(ordering: .relaxed) { await TestEnvironment.sleep(0.05) }
         guard p.connected.load(ordering: .relaxed) else { throw TestError("probe could not connect to port \(port)") }
         return p

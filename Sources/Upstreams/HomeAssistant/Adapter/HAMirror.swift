@@ -68,9 +68,16 @@ public actor HAMirror: MirrorAdapter {
                                                   tlsConfiguration: tls, logger: logger) { inbound, outbound, _ in
                     try await self.session(inbound: inbound, outbound: outbound, token: token)
                 }
-                if lastError == nil && !authInvalid { lastError = "Home Assistant closed the connection" }
+                // The WebSocket library refuses a frame past the bound from its header (nothing is buffered) but
+                // ends the stream as if HA had closed it: the two cannot be told apart here.
+                if lastError == nil && !authInvalid {
+                    lastError = "Home Assistant closed the connection (or sent a frame larger than ha.max_message_bytes)"
+                }
             } catch is CancellationError {
                 break
+            } catch let e as WebSocketClientError where e == .serverSentMessageTooLarge {
+                Bounds.hit("ha_message")
+                lastError = "Home Assistant sent a message larger than \(settings.maxMessageSize) bytes (ha.max_message_bytes)"
             } catch {
                 // After auth_invalid the server closes the socket; that is not the news.
                 if !authInvalid { lastError = "cannot connect to \(Self.redactedURL(settings.url)): \(error)" }
@@ -381,7 +388,7 @@ public actor HAMirror: MirrorAdapter {
         case "TOGGLE": _ = try await call(domain: domain, service: "toggle", data: nil, target: ["entity_id": .string(eid)])
         default:
             guard let v = try? JSONValue.parse(text), case .string(let service)? = v["service"] else {
-                throw AdapterError("ha: expected ON, OFF, TOGGLE or {\"service\": \"set_value\", \"data\": {…}}, got '\(text.prefix(60))'")
+                throw AdapterError("ha: expected ON, OFF, TOGGLE or {\"service\": \"set_value\", \"data\": {…}}, got '\(text.excerpt(60))'")
             }
             _ = try await call(domain: domain, service: service, data: v["data"], target: ["entity_id": .string(eid)])
         }

@@ -9,7 +9,7 @@ import SwitchyardCore
 /// statestream layout and the diffing (TOPICS.md "Home Assistant mirror") are unit-tested without a
 /// socket. Per entity it keeps only the topics it published: suffix (`state`, an attribute,
 /// `last_changed`) → retained payload.
-struct HAMirrorModel: Sendable {
+package struct HAMirrorModel: Sendable {
     typealias Topics = [String: String]
 
     let publishAttributes: Bool
@@ -27,7 +27,7 @@ struct HAMirrorModel: Sendable {
     /// Attribute names that would collide with the command topics or the entity's own topics, or nest,
     /// are not published.
     static let reservedSuffixes: Set<String> = ["set", "get", "result", "availability", "state", "last_changed", "last_updated"]
-    static func publishable(_ k: String) -> Bool { !k.isEmpty && !reservedSuffixes.contains(k) && !k.contains("/") }
+    static func publishable(_ k: String) -> Bool { Topic.isLevel(k) && !reservedSuffixes.contains(k) }
 
     // MARK: an entity's topics
 
@@ -86,7 +86,9 @@ struct HAMirrorModel: Sendable {
     /// The messages that bring an entity's topics from what was last published to `want` (nil: the
     /// entity is gone): changed topics published, vanished ones cleared (an empty retained payload).
     mutating func sync(_ eid: String, _ want: Topics?) -> [MirrorMessage] {
-        guard let dot = eid.firstIndex(of: ".") else { return [] }
+        // HA's entity ids are `domain.object_id` in [a-z0-9_]; one that would not make two topic levels
+        // (from a broken or hostile peer) is not mirrored.
+        guard let dot = eid.firstIndex(of: "."), Topic.isLevel(eid[..<dot]), Topic.isLevel(eid[eid.index(after: dot)...]) else { return [] }
         let want = want ?? [:]
         let had = published[eid] ?? [:]
         guard want != had else { return [] }
@@ -106,5 +108,32 @@ struct HAMirrorModel: Sendable {
     /// that are no longer mirrored: each is to be cleared.
     func gone(from snapshot: [String: Topics], mirrored: (String) -> Bool) -> [String] {
         published.keys.sorted().filter { snapshot[$0] == nil || !mirrored($0) }
+    }
+}
+
+extension HAMirrorModel {
+    /// One WebSocket frame from Home Assistant read as the mirror reads it (streamed `event.a`, coalesced
+    /// messages, `subscribe_entities` adds/changes/removals, `state_changed`, `get_states` results), into
+    /// a model, without a socket: the fuzz target `ha`. Returns the messages the mirror would publish.
+    package static func digest(_ frame: [UInt8]) -> [MirrorMessage] {
+        var model = HAMirrorModel(publishAttributes: true, publishTimestamps: true)
+        var adds: [Int: [String: Topics]] = [:]
+        guard let v = try? JSONValue.parse(frame, streaming: [["event", "a"]], visit: { m in
+            if let eid = m.key { adds[m.document, default: [:]][eid] = model.topics(compressed: m.value) }
+        }) else { return [] }
+        var out: [MirrorMessage] = []
+        for (n, item) in (v.arrayValue ?? [v]).enumerated() {
+            for (eid, t) in (adds[n] ?? [:]).sorted(by: { $0.key < $1.key }) { out += model.sync(eid, t) }
+            let event = item["event"]
+            for (eid, diff) in (event?["c"]?.objectValue ?? [:]).sorted(by: { $0.key < $1.key }) {
+                if let t = model.topics(changing: eid, by: diff) { out += model.sync(eid, t) }
+            }
+            for eid in event?["r"]?.arrayValue ?? [] { if let e = eid.stringValue { out += model.sync(e, nil) } }
+            if let new = event?["data"]?["new_state"], let eid = new["entity_id"]?.stringValue { out += model.sync(eid, model.topics(full: new)) }
+            for s in item["result"]?.arrayValue ?? [] {
+                if let eid = s["entity_id"]?.stringValue { out += model.sync(eid, model.topics(full: s)) }
+            }
+        }
+        return out
     }
 }

@@ -33,8 +33,9 @@ public struct HAMirrorSettings: Sendable, Equatable {
     /// After `auth_invalid`: a bad token must not hammer HA.
     public var authRetryDelay = 300.0
     public var callTimeout = 30.0
-    /// Largest message accepted from HA (a big install's snapshot is several MB, in one frame).
-    public var maxMessageSize = 64 << 20
+    /// Largest message accepted from HA (`ha.max_message_bytes`; a big install's snapshot is a few MB,
+    /// in one frame). A larger one closes the connection (counted as `ha_message` in `bridge/health`).
+    public var maxMessageSize = 16 << 20
     /// `switchyard_<base_topic>_`: entities HA made from this bridge's own discovery are not mirrored back.
     public var ownUniqueIDPrefix = "switchyard_switchyard_"
     public init() {}

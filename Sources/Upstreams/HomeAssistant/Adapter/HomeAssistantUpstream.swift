@@ -38,6 +38,7 @@ public struct HomeAssistantUpstream: Upstream {
         h.allow = services.stringList("allow").map(\.0)
         services.finish()
         h.feed = HAMirrorSettings.Feed(rawValue: s.choice("feed", "entities", HAMirrorSettings.Feed.allCases.map(\.rawValue))) ?? .entities
+        h.maxMessageSize = s.int("max_message_bytes", h.maxMessageSize, min: 65536)
         h.ownUniqueIDPrefix = "switchyard_\(Naming.normaliseID(bridge.baseTopic))_"
         s.finish()
         return h

@@ -143,7 +143,7 @@ public actor ImpAdapter: Adapter {
         for r in requests {
             let resp = try await call(d, "POST", r.path, body: r.body)
             guard (200..<300).contains(resp.status) else {
-                throw AdapterError("\(d.name): the agent answered HTTP \(resp.status) to POST \(r.path): \(scrub(resp.text, d).prefix(120))")
+                throw AdapterError("\(d.name): the agent answered HTTP \(resp.status) to POST \(r.path): \(scrub(resp.text, d).excerpt(120))")
             }
         }
         // Confirmed state, read back at once; after a reset or reboot once more a little later, as
@@ -246,7 +246,7 @@ public actor ImpAdapter: Adapter {
             s.networkFailures += 1
             wait = min(settings.pollInterval, 2 * pow(2, Double(min(s.networkFailures - 1, 10))))
         default:
-            reason = "HTTP \(e.code)\(e.text.isEmpty ? "" : ": \(e.text.prefix(80))")"
+            reason = "HTTP \(e.code)\(e.text.isEmpty ? "" : ": \(e.text.excerpt())")"
             wait = settings.pollInterval
         }
         let was = s.agent

@@ -122,12 +122,12 @@ public struct ImpProfile: Sendable, Equatable {
         let raw: (String) -> JSONValue?
         switch format {
         case .flag:
-            guard text == "1" || text == "0" else { throw AdapterError("expected \"1\" or \"0\" from \(statePath), got '\(text.prefix(40))'") }
+            guard text == "1" || text == "0" else { throw AdapterError("expected \"1\" or \"0\" from \(statePath), got '\(text.excerpt(40))'") }
             return Reading(fields: [:], connected: text == "1")
         case .json:
             guard let v = try? JSONValue.parse(text), case .object(let o) = v else {
                 if mirror, text == "1" || text == "0" { return Reading(fields: [:], connected: text == "1") }
-                throw AdapterError("expected a JSON object from \(statePath), got '\(text.prefix(40))'")
+                throw AdapterError("expected a JSON object from \(statePath), got '\(text.excerpt(40))'")
             }
             raw = { Self.pointer(v, $0) }
             if mirror {
@@ -136,7 +136,7 @@ public struct ImpProfile: Sendable, Equatable {
             }
         case .dotted:
             let parts = text.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-            guard parts.count >= 2 else { throw AdapterError("expected a dotted settings string from \(statePath), got '\(text.prefix(40))'") }
+            guard parts.count >= 2 else { throw AdapterError("expected a dotted settings string from \(statePath), got '\(text.excerpt(40))'") }
             raw = { key in Int(key).flatMap { $0 >= 0 && $0 < parts.count ? .string(parts[$0]) : nil } }
         }
         if let c = readConnected(raw) { connected = c }
@@ -198,12 +198,17 @@ public struct ImpProfile: Sendable, Equatable {
         }
     }
 
+    /// A number an agent sent (or a numeric string), when an Int can hold it: "1e300" or "nan" from a
+    /// broken agent is no reading, and must not trap in Int(_:) (found by the imp fuzz target).
     static func number(_ v: JSONValue) -> Double? {
+        let n: Double?
         switch v {
-        case .number(let n): return n
-        case .string(let s): return Double(s)
-        default: return nil
+        case .number(let x): n = x
+        case .string(let s): n = Double(s)
+        default: n = nil
         }
+        guard let n, n.isFinite, abs(n) < 1e15 else { return nil }
+        return n
     }
 
     // MARK: writing

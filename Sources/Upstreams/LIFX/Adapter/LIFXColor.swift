@@ -80,35 +80,35 @@ public struct LIFXColorChange: Sendable, Equatable {
         var out = LIFXColorChange()
         for raw in components {
             let c = raw.lowercased()
-            func bad(_ why: String) -> LIFXColorError { LIFXColorError("colour '\(text)': \(why)") }
+            func bad(_ why: String) -> LIFXColorError { LIFXColorError("colour '\(text.excerpt(60))': \(why)") }
             if let n = named[c] {
                 out = out.merged(with: LIFXColorChange(hue: n.hue, saturation: n.saturation))
             } else if c == "random" {
                 out = out.merged(with: LIFXColorChange(random: true))
             } else if let v = value(c, "hue:") {
-                guard let h = Double(v), h.isFinite, (0...360).contains(h) else { throw bad("hue must be 0–360, got '\(v)'") }
+                guard let h = Double(v), h.isFinite, (0...360).contains(h) else { throw bad("hue must be 0–360, got '\(v.excerpt(40))'") }
                 out = out.merged(with: LIFXColorChange(hue: h))
             } else if let v = value(c, "saturation:") {
-                guard let s = fraction(v) else { throw bad("saturation must be 0–1 (or 0–100%), got '\(v)'") }
+                guard let s = fraction(v) else { throw bad("saturation must be 0–1 (or 0–100%), got '\(v.excerpt(40))'") }
                 out = out.merged(with: LIFXColorChange(saturation: s))
             } else if let v = value(c, "brightness:") {
-                guard let b = fraction(v) else { throw bad("brightness must be 0–1 (or 0–100%), got '\(v)'") }
+                guard let b = fraction(v) else { throw bad("brightness must be 0–1 (or 0–100%), got '\(v.excerpt(40))'") }
                 out = out.merged(with: LIFXColorChange(brightness: b))
             } else if let v = value(c, "kelvin:") {
-                guard let k = Int(v), (1500...9000).contains(k) else { throw bad("kelvin must be an integer 1500–9000, got '\(v)'") }
+                guard let k = Int(v), (1500...9000).contains(k) else { throw bad("kelvin must be an integer 1500–9000, got '\(v.excerpt(40))'") }
                 out = out.merged(with: LIFXColorChange(kelvin: k))
             } else if c.hasPrefix("#") || c.hasPrefix("hex:") {
                 let hex = c.hasPrefix("hex:") ? String(c.dropFirst(4).drop(while: { $0 == "#" })) : String(c.dropFirst())
-                guard let rgb = hexRGB(hex) else { throw bad("'\(raw)' is not #rrggbb") }
+                guard let rgb = hexRGB(hex) else { throw bad("'\(raw.excerpt(40))' is not #rrggbb") }
                 out = out.merged(with: fromRGB(rgb))
             } else if let v = value(c, "rgb:") {
                 let parts = v.split(separator: ",", omittingEmptySubsequences: false).map { Int($0) }
                 guard parts.count == 3, parts.allSatisfy({ $0 != nil && (0...255).contains($0!) }) else {
-                    throw bad("rgb needs three values 0–255 (rgb:255,0,0), got '\(v)'")
+                    throw bad("rgb needs three values 0–255 (rgb:255,0,0), got '\(v.excerpt(40))'")
                 }
                 out = out.merged(with: fromRGB((parts[0]!, parts[1]!, parts[2]!)))
             } else {
-                throw bad("unknown component '\(raw)' (expected \(grammar))")
+                throw bad("unknown component '\(raw.excerpt(40))' (expected \(grammar))")
             }
         }
         return out

@@ -102,7 +102,6 @@ public final class ATTClient: Sendable {
         }
     }
 
-    static let peerRequests: Set<UInt8> = [0x02, 0x04, 0x06, 0x08, 0x0A, 0x0C, 0x0E, 0x10, 0x12, 0x16, 0x18, 0x20]
 
     func readLoop() {
         var buf = [UInt8](repeating: 0, count: 1024)
@@ -131,31 +130,24 @@ public final class ATTClient: Sendable {
     }
 
     func dispatch(_ pdu: [UInt8]) {
-        guard let op = pdu.first else { return }
-        switch op {
-        case 0x1B where pdu.count >= 3:
-            onNotification(UInt16(pdu[1]) | UInt16(pdu[2]) << 8, Array(pdu[3...]))
-        case 0x1D where pdu.count >= 3:
-            _ = send([0x1E])
-            onNotification(UInt16(pdu[1]) | UInt16(pdu[2]) << 8, Array(pdu[3...]))
-        case 0x02:
+        switch ATTPDU.classify(pdu) {
+        case .ignored: return
+        case .notification(let handle, let value, let confirm):
+            if confirm { _ = send([0x1E]) }
+            onNotification(handle, value)
+        case .mtuRequest:
             _ = send([0x03, 23, 0])
-        case _ where Self.peerRequests.contains(op):
+        case .peerRequest(let op):
             _ = send([0x01, op, 0x00, 0x00, 0x06])
-        default:
-            let c = state.withLock { s -> (CheckedContinuation<[UInt8], any Error>, UInt8)? in
+        case .response(let op, let error):
+            let c = state.withLock { s -> CheckedContinuation<[UInt8], any Error>? in
                 guard let p = s.pending else { return nil }
-                let matches = op == p.opcode + 1 || (op == 0x01 && pdu.count >= 5 && pdu[1] == p.opcode)
-                guard matches else { return nil }
+                guard op == p.opcode + 1 || error?.request == p.opcode else { return nil }
                 s.pending = nil
-                return (p.continuation, p.opcode)
+                return p.continuation
             }
-            guard let (continuation, _) = c else { return }   // unsolicited response: ignored
-            if op == 0x01 {
-                continuation.resume(throwing: ATTError(request: pdu[1], handle: UInt16(pdu[2]) | UInt16(pdu[3]) << 8, code: pdu[4]))
-            } else {
-                continuation.resume(returning: pdu)
-            }
+            guard let continuation = c else { return }   // unsolicited response: ignored
+            if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: pdu) }
         }
     }
 
@@ -169,7 +161,6 @@ public final class ATTClient: Sendable {
     }
 
     static func le(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
-    static func u16(_ b: [UInt8], _ i: Int) -> UInt16 { UInt16(b[i]) | UInt16(b[i + 1]) << 8 }
 
 
     func isNotFound(_ error: any Error) -> Bool { (error as? ATTError)?.code == 0x0A }
@@ -178,7 +169,7 @@ public final class ATTClient: Sendable {
         var mtu = 23
         do {
             let r = try await self.request([0x02] + Self.le(185))
-            if r.count >= 3 { mtu = max(23, min(185, Int(Self.u16(r, 1)))) }
+            if r.count >= 3 { mtu = max(23, min(185, Int(ATTPDU.u16(r, 1)))) }
         } catch let e as ATTError where e.code == 0x06 {}   // MTU exchange is optional
         // Primary services.
         var range: (UInt16, UInt16)?
@@ -186,16 +177,10 @@ public final class ATTClient: Sendable {
         search: while true {
             let r: [UInt8]
             do { r = try await self.request([0x10] + Self.le(start) + Self.le(0xFFFF) + Self.le(0x2800)) } catch where isNotFound(error) { break }
-            let len = Int(r[1])
-            guard len >= 6 else { throw AdapterError("malformed Read By Group Type response") }
-            var i = 2
-            var last: UInt16 = start
-            while i + len <= r.count {
-                let s = Self.u16(r, i), e = Self.u16(r, i + 2)
-                if BluetoothUUID.short(r[(i + 4)..<(i + len)]) == service { range = (s, e); break search }
-                last = e
-                i += len
-            }
+            let groups = try ATTPDU.groups(r)
+            for g in groups where g.uuid == service { range = (g.start, g.end); break search }
+            // A peer that does not move forward would keep us asking forever.
+            guard let last = groups.last?.end, last >= start else { throw AdapterError("malformed Read By Group Type response") }
             if last == 0xFFFF { break }
             start = last + 1
         }
@@ -206,20 +191,15 @@ public final class ATTClient: Sendable {
         while cursor <= sEnd {
             let r: [UInt8]
             do { r = try await self.request([0x08] + Self.le(cursor) + Self.le(sEnd) + Self.le(0x2803)) } catch where isNotFound(error) { break }
-            let len = Int(r[1])
-            guard len == 7 || len == 21 else { throw AdapterError("malformed Read By Type response") }
-            var i = 2
-            var lastDecl = cursor
-            while i + len <= r.count {
-                lastDecl = Self.u16(r, i)
-                let value = Self.u16(r, i + 3)
-                switch BluetoothUUID.short(r[(i + 5)..<(i + len)]) {
-                case request?: req = value
-                case response?: resp = value
+            let declarations = try ATTPDU.characteristics(r)
+            for d in declarations {
+                switch d.uuid {
+                case request?: req = d.value
+                case response?: resp = d.value
                 default: break
                 }
-                i += len
             }
+            guard let lastDecl = declarations.last?.handle, lastDecl >= cursor else { throw AdapterError("malformed Read By Type response") }
             if lastDecl >= sEnd { break }
             cursor = lastDecl + 1
         }
@@ -228,12 +208,7 @@ public final class ATTClient: Sendable {
         var cccd: UInt16?
         if resp < sEnd {
             let r = try await self.request([0x04] + Self.le(resp + 1) + Self.le(sEnd))
-            let step = r[1] == 1 ? 4 : 18
-            var i = 2
-            while i + step <= r.count {
-                if BluetoothUUID.short(r[(i + 2)..<(i + step)]) == 0x2902 { cccd = Self.u16(r, i); break }
-                i += step
-            }
+            cccd = try ATTPDU.descriptors(r).first { $0.uuid == 0x2902 }?.handle
         }
         guard let cccd else { throw AdapterError("the Nova response characteristic has no CCCD") }
         _ = try await self.request([0x12] + Self.le(cccd) + [0x01, 0x00])   // notifications on
@@ -243,5 +218,61 @@ public final class ATTClient: Sendable {
     /// ATT Write Request (the SDKs write Nova frames with response).
     public func write(_ handle: UInt16, _ value: [UInt8]) async throws {
         _ = try await request([0x12] + Self.le(handle) + value)
+    }
+}
+
+/// What an ATT peer sends us, read without trusting a byte of it (fuzzed: switchyard-fuzz att).
+public enum ATTPDU {
+    public enum Inbound: Equatable {
+        case ignored
+        /// Handle Value Notification (0x1B), or Indication (0x1D) which wants a confirmation.
+        case notification(handle: UInt16, value: [UInt8], confirm: Bool)
+        case mtuRequest
+        /// A request from the peer that we do not serve: answered "request not supported".
+        case peerRequest(UInt8)
+        /// A response to our request, or an Error Response (0x01) naming it.
+        case response(opcode: UInt8, error: ATTClient.ATTError?)
+    }
+
+    static let peerRequests: Set<UInt8> = [0x04, 0x06, 0x08, 0x0A, 0x0C, 0x0E, 0x10, 0x12, 0x16, 0x18, 0x20]
+
+    static func u16(_ b: [UInt8], _ i: Int) -> UInt16 { UInt16(b[i]) | UInt16(b[i + 1]) << 8 }
+
+    public static func classify(_ pdu: [UInt8]) -> Inbound {
+        guard let op = pdu.first else { return .ignored }
+        switch op {
+        case 0x1B, 0x1D:
+            guard pdu.count >= 3 else { return .ignored }
+            return .notification(handle: u16(pdu, 1), value: Array(pdu[3...]), confirm: op == 0x1D)
+        case 0x02: return .mtuRequest
+        case _ where peerRequests.contains(op): return .peerRequest(op)
+        case 0x01:
+            guard pdu.count >= 5 else { return .ignored }
+            return .response(opcode: op, error: ATTClient.ATTError(request: pdu[1], handle: u16(pdu, 2), code: pdu[4]))
+        default: return .response(opcode: op, error: nil)
+        }
+    }
+
+    /// Read By Group Type Response (0x11): handle ranges with their 16-bit (or base-128) type.
+    public static func groups(_ r: [UInt8]) throws(AdapterError) -> [(start: UInt16, end: UInt16, uuid: UInt16?)] {
+        guard r.count >= 2, r[0] == 0x11, r[1] == 6 || r[1] == 20 else { throw AdapterError("malformed Read By Group Type response") }
+        return stride(from: 2, through: r.count - Int(r[1]), by: Int(r[1])).map { i in
+            (u16(r, i), u16(r, i + 2), BluetoothUUID.short(r[(i + 4)..<(i + Int(r[1]))]))
+        }
+    }
+
+    /// Read By Type Response (0x09) for characteristic declarations: declaration handle, value handle, type.
+    public static func characteristics(_ r: [UInt8]) throws(AdapterError) -> [(handle: UInt16, value: UInt16, uuid: UInt16?)] {
+        guard r.count >= 2, r[0] == 0x09, r[1] == 7 || r[1] == 21 else { throw AdapterError("malformed Read By Type response") }
+        return stride(from: 2, through: r.count - Int(r[1]), by: Int(r[1])).map { i in
+            (u16(r, i), u16(r, i + 3), BluetoothUUID.short(r[(i + 5)..<(i + Int(r[1]))]))
+        }
+    }
+
+    /// Find Information Response (0x05): handles with their 16-bit (format 1) or 128-bit (format 2) type.
+    public static func descriptors(_ r: [UInt8]) throws(AdapterError) -> [(handle: UInt16, uuid: UInt16?)] {
+        guard r.count >= 2, r[0] == 0x05, r[1] == 1 || r[1] == 2 else { throw AdapterError("malformed Find Information response") }
+        let step = r[1] == 1 ? 4 : 18
+        return stride(from: 2, through: r.count - step, by: step).map { i in (u16(r, i), BluetoothUUID.short(r[(i + 2)..<(i + step)])) }
     }
 }

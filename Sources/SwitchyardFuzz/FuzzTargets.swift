@@ -1,0 +1,163 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import HomeAssistantMirror
+import ImpAdapter
+import LIFXAdapter
+import NovaAdapter
+import SwitchyardCLI
+import SwitchyardConfig
+import SwitchyardCore
+
+/// Every parser of bytes a peer (or a config file) hands us, as a fuzz target: the input must never
+/// crash it, and each target checks what must hold of its output whatever the input (a JSON value
+/// re-reads as itself, an error message quotes the input only briefly, every topic the HA mirror makes
+/// is a legal MQTT topic name). A broken property stops the process like a crash does (`precondition`),
+/// so libFuzzer keeps the input. Run by `switchyard-fuzz` (libFuzzer, `make fuzz`) and, over the stored
+/// corpus and every crash found so far, by `swift test` (Tests/Fuzz, FuzzCorpusTests).
+public enum FuzzTargets {
+    public typealias Target = @Sendable ([UInt8]) -> Void
+
+    public static let all: [String: Target] = [
+        "json": json, "json-stream": jsonStream, "command": command, "bridge-request": bridgeRequest,
+        "config": config, "hci": hci, "att": att, "nova": nova, "imp": imp, "ha": ha, "lifx-color": lifxColor,
+    ]
+
+    /// Longest error message any parser may make from hostile input: messages quote input cut short.
+    public static let maxMessage = 600
+
+    static func check(_ ok: Bool, _ what: @autoclosure () -> String) {
+        precondition(ok, what())
+    }
+
+    /// JSON documents: whatever parses serialises to text that parses back to the same value.
+    static let json: Target = { bytes in
+        guard let v = try? JSONValue.parse(bytes) else { return }
+        let again = try? JSONValue.parse(v.bytes)
+        check(again == v, "JSON round trip changed \(v.serialized.prefix(200))")
+    }
+
+    /// The streaming reader (HA's entities snapshot): it accepts what the whole-document reader accepts,
+    /// and visits members only of the streamed path.
+    static let jsonStream: Target = { bytes in
+        var visited = 0
+        let streamed = try? JSONValue.parse(bytes, streaming: [["event", "a"]], visit: { _ in visited += 1 })
+        let whole = try? JSONValue.parse(bytes)
+        check((streamed == nil) == (whole == nil), "the streaming and whole readers disagree on validity")
+        if whole != nil, visited > 0 {
+            // Members of a streamed object, or elements of a streamed array.
+            let members = (whole?.arrayValue ?? [whole!]).reduce(0) { n, doc in
+                let a = doc["event"]?["a"]
+                return n + (a?.objectValue?.count ?? a?.arrayValue?.count ?? 0)
+            }
+            check(visited <= members, "visited \(visited) members of \(members)")
+        }
+    }
+
+    static let light = DeviceDescriptor(id: "l", label: "Lamp", category: .light, capabilities: [
+        .state(), .brightness(), .colorTemp(minKelvin: 2500, maxKelvin: 9000), .color(), .colorMode(), .transition(),
+    ])
+
+    /// A command as the core reads it: the first byte picks `/set` (whole) or `/set/<field>`.
+    static let command: Target = { bytes in
+        let fields = [nil, "state", "brightness", "color", "color_temp", "nope"]
+        let field = bytes.first.map { fields[Int($0) % fields.count] } ?? nil
+        switch CommandParser.read(payload: Array(bytes.dropFirst()), field: field) {
+        case .failure(let f):
+            check(f.message.utf8.count <= maxMessage, "an error message of \(f.message.utf8.count) bytes")
+        case .success(let parsed):
+            if let t = parsed.transaction { check(t.serialized.utf8.count <= CommandParser.maxTransactionBytes, "a long transaction accepted") }
+            if case .failure(let f) = CommandParser.validate(parsed.fields, against: light) {
+                check(f.message.utf8.count <= maxMessage, "a validation message of \(f.message.utf8.count) bytes")
+            }
+        }
+    }
+
+    static let bridgeRequest: Target = { bytes in
+        if case .failure(let e) = BridgeAPI.parse(bytes) {
+            check(e.message.utf8.count <= maxMessage, "an error message of \(e.message.utf8.count) bytes")
+        }
+    }
+
+    /// The YAML config with every registered upstream's section.
+    static let config: Target = { bytes in
+        do {
+            _ = try SwitchyardConfig.parse(yaml: String(decoding: bytes, as: UTF8.self), file: "fuzz.yaml", upstreams: upstreams,
+                                           environment: ["HA_TOKEN": "t", "LIFX_TOKEN": "t"])
+        } catch {
+            // Problems are the expected outcome for most inputs.
+        }
+    }
+
+    /// HCI LE Meta events (legacy and extended advertising reports) and their advertising data.
+    static let hci: Target = { bytes in
+        for r in HCIAdvertising.reports(bytes) {
+            check(r.data.count <= 255, "an advertising report of \(r.data.count) bytes")
+            _ = AdvertisingData.parse(r.data)
+        }
+        _ = HCIAdvertising.commandComplete(bytes)
+        _ = AdvertisingData.parse(bytes)
+    }
+
+    /// ATT PDUs from a peripheral: classified, and read as each discovery response.
+    static let att: Target = { bytes in
+        if case .notification(_, let value, _) = ATTPDU.classify(bytes) { check(value.count == bytes.count - 3, "a notification lost bytes") }
+        _ = try? ATTPDU.groups(bytes)
+        _ = try? ATTPDU.characteristics(bytes)
+        _ = try? ATTPDU.descriptors(bytes)
+    }
+
+    static let nova: Target = { bytes in
+        if let id = NovaCodec.ack(bytes) { check(NovaCodec.encode(.ping, id: id).count > 0 && bytes.count == 6, "an ack of \(bytes.count) bytes") }
+    }
+
+    /// Imp agent state bodies (JSON, "1"/"0", dotted settings) under every built-in profile.
+    static let imp: Target = { bytes in
+        for p in ImpProfile.builtIn {
+            do throws(AdapterError) { _ = try p.read(bytes) } catch {
+                check(error.message.utf8.count <= maxMessage, "an error message of \(error.message.utf8.count) bytes")
+            }
+        }
+    }
+
+    /// A frame from Home Assistant: whatever it holds, the mirror only makes legal MQTT topic names.
+    static let ha: Target = { bytes in
+        for m in HAMirrorModel.digest(bytes) {
+            check(Topic.isPublishable(m.relative), "the mirror made the topic '\(m.relative.prefix(200))'")
+        }
+    }
+
+    static let lifxColor: Target = { bytes in
+        do throws(LIFXColorError) { _ = try LIFXColorChange.parse(String(decoding: bytes, as: UTF8.self)) } catch {
+            check(error.description.utf8.count <= maxMessage, "an error message of \(error.description.utf8.count) bytes")
+        }
+    }
+}
+
+/// Reading a corpus (a file, or every file of a directory) without Foundation.
+public enum FuzzCorpus {
+    public static func files(at path: String) -> [String] {
+        guard let dir = opendir(path) else { return [path] }
+        defer { closedir(dir) }
+        var out: [String] = []
+        while let e = readdir(dir) {
+            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if !name.hasPrefix(".") { out.append(path + "/" + name) }
+        }
+        return out.sorted()
+    }
+
+    public static func read(_ path: String) -> [UInt8]? {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var out: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buf.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { break }
+            out += buf[0..<n]
+        }
+        return out
+    }
+}
