@@ -1,14 +1,14 @@
 # Two commands on a fresh Debian 12 machine with Swift: `make run` and `make test`.
 APT_PACKAGES := mosquitto mosquitto-clients libmosquitto-dev libcurl4-openssl-dev libbluetooth-dev libyaml-dev pkg-config
 # What `make test` adds: the Nova end-to-end test boots a QEMU VM with a real kernel Bluetooth stack
-# and BlueZ's btvirt virtual controllers (../shared/tools/blevm).
+# and BlueZ's btvirt virtual controllers (scripts/blevm).
 TEST_PACKAGES := qemu-system-x86 busybox-static bluez bluez-test-tools
 MQTT_HOST    ?= 127.0.0.1
 MQTT_PORT    ?= 1883
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS  ?=
 
-.PHONY: run test build deps broker release bench symbol-order fuzz sanitize clean
+.PHONY: run test build deps broker release bench symbol-order fuzz sanitize install clean
 
 ## Install the system packages that are missing (apt).
 deps:
@@ -72,6 +72,24 @@ symbol-order: release
 bench: release
 	swift build -c release --product switchyard-bench
 	SWITCHYARD_BIN=.build/static/release/switchyard .build/release/switchyard-bench $(BENCH_ARGS)
+
+## Installs the bridge: the binary of `make release` (or BIN=path), the systemd unit (its ExecStart pointing
+## at $(PREFIX)/bin), the example config as /etc/switchyard/config.yaml unless one exists (and always as
+## $(PREFIX)/share/switchyard/config.example.yaml), the credentials and state directories. DESTDIR is honoured.
+PREFIX ?= /usr/local
+DESTDIR ?=
+BIN ?=
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+install:
+	@if [ -z "$(BIN)" ]; then $(MAKE) --no-print-directory release; fi
+	install -D -m 0755 $(or $(BIN),.build/static/release/switchyard) $(DESTDIR)$(PREFIX)/bin/switchyard
+	install -D -m 0644 config.example.yaml $(DESTDIR)$(PREFIX)/share/switchyard/config.example.yaml
+	@if [ -e $(DESTDIR)/etc/switchyard/config.yaml ]; then echo "keeping $(DESTDIR)/etc/switchyard/config.yaml"; \
+	  else install -D -m 0640 config.example.yaml $(DESTDIR)/etc/switchyard/config.yaml; fi
+	install -d -m 0700 $(DESTDIR)/etc/switchyard/credentials $(DESTDIR)/var/lib/switchyard
+	mkdir -p $(DESTDIR)$(UNITDIR)
+	sed 's|/usr/local/bin/switchyard|$(PREFIX)/bin/switchyard|g' deploy/switchyard.service > $(DESTDIR)$(UNITDIR)/switchyard.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/switchyard.service
 
 ## Every fuzz target under libFuzzer + AddressSanitizer, FUZZ_SECONDS each (default 60); crashes are
 ## kept in .build/fuzz-crashes/ (README "Fuzzing"). E.g. `make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS="ha json"`.

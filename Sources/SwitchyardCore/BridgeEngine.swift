@@ -347,7 +347,7 @@ public actor BridgeEngine {
         await slot.hosted.stopped.wait()
     }
 
-    /// Clean shutdown (Decision 11): `offline` on every device availability topic and every mirror's.
+    /// Clean shutdown (design.md §11): `offline` on every device availability topic and every mirror's.
     func publishOffline() {
         for id in slotOrder {
             guard let slot = slots[id] else { continue }
@@ -396,7 +396,7 @@ public actor BridgeEngine {
         case .homeAssistantOnline:
             scheduleReannounce()
         case .retainedCommand(let topic):
-            // Decision 5: a command replayed from the broker's retained store is ignored, logged once per topic.
+            // design.md §5: a command replayed from the broker's retained store is ignored, logged once per topic.
             guard retainedCommandTopicsLogged.insert(topic).inserted else { return }
             log(.warning, "ignored a retained command (commands must not be published with retain; clear it with: mosquitto_pub -r -n -t '\(topic)')",
                 topic: topic)

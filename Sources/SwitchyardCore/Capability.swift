@@ -54,7 +54,7 @@ public struct Capability: Sendable, Equatable {
         self.entityName = entityName
     }
 
-    // Common fields, in the user's units (TOPICS.md "State fields").
+    // Common fields, in the user's units (docs/topics.md "Devices").
     public static func state(writable: Bool = true) -> Capability {
         Capability("state", .binary(toggle: true), writable: writable)
     }

@@ -7,7 +7,7 @@ import Foundation
 import Glibc
 #endif
 
-/// Turns a `/set` or `/set/<field>` payload into validated fields (TOPICS.md "Device topics").
+/// Turns a `/set` or `/set/<field>` payload into validated fields (docs/topics.md "Devices").
 public enum CommandParser {
     public struct Parsed: Sendable, Equatable {
         public var fields: [String: JSONValue]

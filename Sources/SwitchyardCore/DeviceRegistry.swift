@@ -23,7 +23,7 @@ public enum RegistryOutput: Sendable, Equatable {
     case log(BridgeLogLevel, String)
 }
 
-/// One adapter's devices: their names (TOPICS.md "Device topics", docs/design.md "Names"), state,
+/// One adapter's devices: their names (docs/topics.md "Devices", docs/design.md §1), state,
 /// availability and discovery. Pure bookkeeping: every change returns the messages it needs, so the
 /// rules (renames, removal after 3 listings, rounding, republish) are unit-tested without a broker.
 public struct DeviceRegistry: Sendable {
@@ -71,7 +71,7 @@ public struct DeviceRegistry: Sendable {
 
     // MARK: listings
 
-    /// A complete listing (Decision 7 in docs/design.md): `authoritative` listings (from config) remove
+    /// A complete listing (design.md §7 in docs/design.md): `authoritative` listings (from config) remove
     /// missing devices at once, upstream listings only after a device is absent from 3 in a row. Returns
     /// whether the device list changed.
     public mutating func setDevices(_ listed: [DeviceDescriptor], authoritative: Bool, available: [String: Bool],

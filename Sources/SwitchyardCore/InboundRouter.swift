@@ -4,7 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// What an inbound message asks for, decided without touching anything: the checks of TOPICS.md
+/// What an inbound message asks for, decided without touching anything: the checks of docs/topics.md
 /// (size, retained commands, age) and of the command itself (parsing, the device, its capabilities).
 public enum InboundRoute: Sendable, Equatable {
     /// Not addressed to the bridge, or nothing to do.
@@ -79,7 +79,7 @@ public struct InboundRouter: Sendable {
         }
     }
 
-    /// Decision 3 (docs/design.md): the age is known when the publisher sets an MQTT v5 user property
+    /// design.md §3 (docs/design.md): the age is known when the publisher sets an MQTT v5 user property
     /// `timestamp` (RFC 3339 or epoch seconds). Under 3.1.1 it is unknowable and the command is applied.
     func tooOld(_ m: InboundMessage) -> Double? {
         guard let ts = m.userProperties["timestamp"], let sent = Timestamp.parse(ts) else { return nil }

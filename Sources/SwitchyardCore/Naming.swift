@@ -1,4 +1,4 @@
-/// Topic-name rules (TOPICS.md, Decision 1).
+/// Topic-name rules (design.md §1).
 public enum Naming {
     /// Segments a device name may not be, nor end in.
     public static let reservedSegments: Set<String> = ["set", "get", "availability", "result"]

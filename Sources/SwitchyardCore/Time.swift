@@ -7,7 +7,7 @@ import Foundation
 import Glibc
 #endif
 
-/// RFC 3339 UTC timestamps with `Z`, the only timestamp format in payloads (TOPICS.md Decision 2).
+/// RFC 3339 UTC timestamps with `Z`, the only timestamp format in payloads (design.md §2).
 public enum Timestamp {
     /// Years 0001–9999 (a date outside, from a peer's nonsense timestamp, is clamped: found by the ha
     /// fuzz target, where converting it to time_t trapped).

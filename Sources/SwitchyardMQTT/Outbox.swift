@@ -26,7 +26,7 @@ struct FIFO<Element> {
     mutating func removeAll() { items.removeAll(keepingCapacity: true); head = 0 }
 }
 
-/// What the bridge has asked to publish and the broker has not yet acknowledged (TOPICS.md Decision 4),
+/// What the bridge has asked to publish and the broker has not yet acknowledged (design.md §4),
 /// plus the ledger of every retained topic (latest value), re-published on every connect.
 /// Pure bookkeeping: no I/O, so it is unit-tested without a broker.
 struct Outbox {

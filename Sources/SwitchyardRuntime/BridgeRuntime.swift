@@ -143,7 +143,7 @@ struct EngineService: Service {
     }
 }
 
-/// SIGHUP = `config/reload` (Decision 11).
+/// SIGHUP = `config/reload` (design.md §11).
 struct ReloadOnHangupService: Service {
     let engine: BridgeEngine
     func run() async throws {

@@ -262,7 +262,7 @@ final class ImpHarness: Sendable {
     }
 }
 
-/// Profiles read the payloads quoted in imp-and-livecoding.md §1.4 (verbatim where the spec quotes one).
+/// Profiles read the payloads quoted in docs/upstreams/imp-livecoding.md §1.4 (verbatim where the spec quotes one).
 @Suite struct ImpProfileTests {
     @Test func bigClockReadsItsDottedSettingsString() throws {
         let r = try ImpProfile.bigClock.read(Array("1.1.1.1.8.0.12.1.c.0".utf8))

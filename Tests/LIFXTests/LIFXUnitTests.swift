@@ -4,7 +4,7 @@ import SwitchyardCore
 import Testing
 
 @Suite struct LIFXParsingTests {
-    /// lifx.md §1.4, the official "Bulb Response", verbatim.
+    /// docs/upstreams/lifx-cloud.md §1.4, the official "Bulb Response", verbatim.
     static let bulbResponse = """
     [{
       "id": "d073d5141876",
@@ -28,7 +28,7 @@ import Testing
     }]
     """
 
-    /// lifx.md §1.10 (klarstil/lifx-http-api fixture), verbatim.
+    /// docs/upstreams/lifx-cloud.md §1.10 (klarstil/lifx-http-api fixture), verbatim.
     static let scenesResponse = """
     [ { "uuid": "1d52671c-99ba-4631-a563-2c31809b700d",
         "name": "Night time",

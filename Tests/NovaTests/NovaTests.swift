@@ -7,7 +7,7 @@ import NovaSimulators
 import SwitchyardCore
 import Testing
 
-/// Byte-exact vectors from nova-ble.md §2.3 (the protocol doc and the SDK's NVCodecV1Tests).
+/// Byte-exact vectors from docs/upstreams/nova.md §2.3 (the protocol doc and the SDK's NVCodecV1Tests).
 @Suite struct NovaCodecTests {
     func text(_ b: [UInt8]) -> String { String(decoding: b, as: UTF8.self) }
     func hex(_ b: [UInt8]) -> String { b.map { String(format: "%02X", $0) }.joined(separator: " ") }
@@ -159,7 +159,7 @@ import Testing
 }
 
 /// The ATT client and the Nova link over a socketpair against the ATT-level simulated Nova: the
-/// PDUs are the ones of the spec's recorded exchange (nova-ble.md §3.5).
+/// PDUs are the ones of the spec's recorded exchange (docs/upstreams/nova.md §3.5).
 @Suite struct NovaATTTests {
     func pair() throws -> (Int32, Int32) {
         var fds: [Int32] = [0, 0]
@@ -295,7 +295,7 @@ import Testing
     }
 }
 
-/// The spec's recorded HCI vectors (nova-ble.md §3.3, BlueZ emulator).
+/// The spec's recorded HCI vectors (docs/upstreams/nova.md §3.3, BlueZ emulator).
 @Suite struct NovaHCITests {
     func bytes(_ hex: String) -> [UInt8] { hex.split(separator: " ").map { UInt8($0, radix: 16)! } }
     func hex(_ b: [UInt8]) -> String { b.map { String(format: "%02X", $0) }.joined(separator: " ") }

@@ -4,7 +4,7 @@ import Testing
 import SwitchyardCore
 import SwitchyardTestSupport
 
-/// The whole Nova path on a real kernel Bluetooth stack: `blevm` boots a throw-away QEMU VM with
+/// The whole Nova path on a real kernel Bluetooth stack: `blevm` (scripts/blevm) boots a throw-away QEMU VM with
 /// Debian's kernel (bluetooth + hci_vhci) and two `btvirt` LE controllers, mounting this machine's root
 /// read-only and /tmp read-write, so the binaries built here run unchanged inside it. In the VM: a
 /// real Mosquitto, `switchyard-sim nova` advertising on hci1, and `switchyard run` on hci0 with
@@ -15,13 +15,12 @@ enum BleVM {
         var candidates: [String] = []
         if let p = ProcessInfo.processInfo.environment["SWITCHYARD_BLEVM"] { candidates.append(p) }
         let repo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        candidates.append(repo.deletingLastPathComponent().appendingPathComponent("shared/tools/blevm/run-in-vm.sh").path)
-        candidates.append("/work/shared/tools/blevm/run-in-vm.sh")
+        candidates.append(repo.appendingPathComponent("scripts/blevm/run-in-vm.sh").path)
         return candidates.first { FileManager.default.fileExists(atPath: $0) }
     }
 
     static var unavailableReason: String? {
-        if script() == nil { return "blevm (shared/tools/blevm/run-in-vm.sh) is not on this machine; set SWITCHYARD_BLEVM" }
+        if script() == nil { return "scripts/blevm/run-in-vm.sh is missing from this checkout; set SWITCHYARD_BLEVM" }
         if getuid() != 0 { return "blevm needs root (apt, the VM's root mount)" }
         if TestEnvironment.switchyardBinary() == nil { return "the switchyard executable was not built next to the tests" }
         if TestEnvironment.simulatorBinary() == nil { return "the switchyard-sim executable was not built next to the tests" }

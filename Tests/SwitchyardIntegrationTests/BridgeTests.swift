@@ -40,7 +40,7 @@ import SwitchyardTestSupport
             let commands = await adapter.commands
             #expect(commands.map(\.fields) == [["state": "ON", "brightness": 40], ["brightness": 75], ["state": "TOGGLE"]])
 
-            // /get re-publishes the state even though nothing changed (Decision 6).
+            // /get re-publishes the state even though nothing changed (design.md §6).
             let before = probe.messages(on: "\(base)/test/lamp").count
             probe.publish("\(base)/test/lamp/get", "")
             try await probe.waitFor("state republished") { $0.filter { $0.topic == "\(base)/test/lamp" }.count > before }

@@ -26,7 +26,7 @@ import SwitchyardTestSupport
         """
     }
 
-    /// Whether this kernel lacks Bluetooth sockets (the build machines do; nova-ble.md §4.1).
+    /// Whether this kernel lacks Bluetooth sockets (the build machines do; docs/upstreams/nova.md §4.1).
     static var kernelLacksBluetooth: Bool {
         let fd = socket(31 /* AF_BLUETOOTH */, Int32(SOCK_RAW.rawValue), 1 /* BTPROTO_HCI */)
         let e = errno

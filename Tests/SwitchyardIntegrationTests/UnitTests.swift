@@ -5,7 +5,7 @@ import Testing
 import SwitchyardCore
 import SwitchyardTestSupport
 
-/// The outbox bookkeeping, without a broker (Decision 4).
+/// The outbox bookkeeping, without a broker (design.md §4).
 @Suite struct OutboxTests {
     func drain(_ o: inout Outbox, ack: Bool = true) -> [String] {
         var out: [String] = []

@@ -12,8 +12,8 @@ import SwitchyardCore
 import WSClient
 
 /// Home Assistant mirrored into `<base>/ha/...` over HA's WebSocket API, laid out like HA's own
-/// mqtt_statestream/mqtt_eventstream (TOPICS.md), and allowed MQTT commands sent back as service calls
-/// (docs/upstreams/homeassistant.md). Every topic is compared with what was last published
+/// mqtt_statestream/mqtt_eventstream (docs/topics.md "Home Assistant mirror"), and allowed MQTT commands sent back as service calls
+/// (docs/upstreams/home-assistant.md). Every topic is compared with what was last published
 /// (`HAMirrorModel`), so a reconnect's fresh snapshot re-publishes only what changed and clears what
 /// disappeared; an entity's topics go to the engine in one call.
 public actor HAMirror: MirrorAdapter {
@@ -337,7 +337,7 @@ public actor HAMirror: MirrorAdapter {
 
     // MARK: commands
 
-    /// Decision 10: `domain.service` must match `ha.services.allow`, and every target entity must pass
+    /// design.md §10: `domain.service` must match `ha.services.allow`, and every target entity must pass
     /// the include/exclude filter; area, device, floor and label targets and `entity_id: all` are refused.
     func call(domain: String, service: String, data: JSONValue?, target: JSONValue?) async throws -> JSONValue {
         let name = "\(domain).\(service)"

@@ -6,7 +6,7 @@ import Foundation
 import SwitchyardCore
 
 /// What the mirror publishes for Home Assistant's entities, and what it last published: pure, so the
-/// statestream layout and the diffing (TOPICS.md "Home Assistant mirror") are unit-tested without a
+/// statestream layout and the diffing (docs/topics.md "Home Assistant mirror") are unit-tested without a
 /// socket. Per entity it keeps only the topics it published: suffix (`state`, an attribute,
 /// `last_changed`) → retained payload.
 package struct HAMirrorModel: Sendable {

@@ -5,7 +5,7 @@ import SimulatorSupport
 import Synchronization
 import SwitchyardCore
 
-/// Home Assistant's WebSocket API on loopback (homeassistant-websocket.md §1), with the shapes observed
+/// Home Assistant's WebSocket API on loopback (docs/upstreams/home-assistant.md §1), with the shapes observed
 /// on a real HA Core: the auth phase (`auth_required` / `auth_ok` / `auth_invalid` then close),
 /// results and errors (`id_reuse`, `unknown_command`, `not_found`…), `get_states`, `subscribe_events`,
 /// `subscribe_entities` with the compressed `a`/`c`/`r` format (attributes merged, `lu` left out when it

@@ -12,7 +12,7 @@ import SwitchyardHTTP
 public struct ImpSettings: Sendable, Equatable {
     public struct Device: Sendable, Equatable {
         public var name: String
-        /// A secret (TOPICS.md Decision 9): it is the device's URL. Never logged or published.
+        /// A secret (design.md §9): it is the device's URL. Never logged or published.
         public var agentID: String
         /// A profile name; nil = detect from `/controller/info`.
         public var app: String?
@@ -38,7 +38,7 @@ public struct ImpSettings: Sendable, Equatable {
     }
 }
 
-/// Electric Imp devices through their agents' HTTPS endpoints (imp-and-livecoding.md §1). Each device
+/// Electric Imp devices through their agents' HTTPS endpoints (docs/upstreams/imp-livecoding.md §1). Each device
 /// is polled on its own schedule, spread over the interval; the app is detected from
 /// `/controller/info` unless configured; state is normalised by the app's profile. `agent` (the agent
 /// answered) and `device_connected` (what the agent reports) are kept apart; availability is online

@@ -8,7 +8,7 @@ import Glibc
 #endif
 import SwitchyardCore
 
-/// How one imp app's agent is read and driven (imp-and-livecoding.md §1.4). A profile is data: the
+/// How one imp app's agent is read and driven (docs/upstreams/imp-livecoding.md §1.4). A profile is data: the
 /// built-in apps below and the profiles users declare in YAML (`imp.profiles`) are the same thing.
 public struct ImpProfile: Sendable, Equatable {
     /// How the state endpoint's body is read. Bodies are parsed whatever the Content-Type.

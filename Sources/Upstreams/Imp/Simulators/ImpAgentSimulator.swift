@@ -2,7 +2,7 @@ import Foundation
 import SimulatorSupport
 import Synchronization
 
-/// Electric Imp agents on loopback (imp-and-livecoding.md §1.3–1.4), one URL per agent id like
+/// Electric Imp agents on loopback (docs/upstreams/imp-livecoding.md §1.3–1.4), one URL per agent id like
 /// `agent.electricimp.com/<agentID>/...`: a MatrixClock, a BigClock and a Weather agent with their real
 /// endpoints, bodies (pre-encoded JSON sent as text, as smittytone's agents do; BigClock's dotted
 /// string; "OK"), status codes (the cloud's 404 for an unknown agent, Rocky's 404 for an unknown route,

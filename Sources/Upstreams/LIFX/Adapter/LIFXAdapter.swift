@@ -29,7 +29,7 @@ public struct LIFXSettings: Sendable, Equatable {
     public init() {}
 }
 
-/// LIFX lights, groups, locations and scenes over the LIFX cloud HTTP API (docs/upstreams/lifx.md).
+/// LIFX lights, groups, locations and scenes over the LIFX cloud HTTP API (docs/upstreams/lifx-cloud.md).
 ///
 /// Commands are applied to the published state at once (optimistic), then queued: `LIFXCommandPlanner`
 /// turns a command into requests, `LIFXRequestQueue` merges and paces them, `LIFXCloudAPI` sends them

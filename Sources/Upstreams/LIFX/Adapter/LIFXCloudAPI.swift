@@ -6,7 +6,7 @@ import Foundation
 import SwitchyardCore
 import SwitchyardHTTP
 
-/// The LIFX cloud HTTP API's requests and answers (docs/upstreams/lifx.md): pure shapes, unit-tested.
+/// The LIFX cloud HTTP API's requests and answers (docs/upstreams/lifx-cloud.md): pure shapes, unit-tested.
 enum LIFXCloudAPI {
     /// The method, path and body of a queued batch: one `PUT /lights/states` for several sets, else the
     /// op's own endpoint.

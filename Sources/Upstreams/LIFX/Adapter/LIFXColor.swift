@@ -8,7 +8,7 @@ import Glibc
 #endif
 
 /// What a colour command changes, channel by channel, in wire units (hue degrees, saturation and
-/// brightness 0–1, kelvin). Parsed from a LIFX colour string (lifx.md §1.7), `#rrggbb` or `{h, s}`,
+/// brightness 0–1, kelvin). Parsed from a LIFX colour string (docs/upstreams/lifx-cloud.md §1.7), `#rrggbb` or `{h, s}`,
 /// so a bad string is refused before any request is spent, the optimistic state is exact, and
 /// merged commands are re-encoded as one canonical string.
 public struct LIFXColorChange: Sendable, Equatable {

@@ -7,7 +7,7 @@ struct LIFXTarget: Sendable, Equatable {
     var label: String
 }
 
-/// Turns a validated command into the cloud requests it needs (docs/upstreams/lifx.md "Commands"),
+/// Turns a validated command into the cloud requests it needs (docs/upstreams/lifx-cloud.md "Commands"),
 /// from the target's lights as they are now. Pure: no queue, no network, no publishing.
 enum LIFXCommandPlanner {
     struct Plan: Equatable {

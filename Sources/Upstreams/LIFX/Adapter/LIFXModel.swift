@@ -24,7 +24,7 @@ struct LIFXCaps: Sendable, Equatable {
     var maxKelvin = 9000
 }
 
-/// One light in the user's units, already rounded (TOPICS.md: brightness and saturation to 1 %, hue to
+/// One light in the user's units, already rounded (docs/topics.md: brightness and saturation to 1 %, hue to
 /// 1°, kelvin to 1 K), so a poll returning 0.29999237 for 30 % compares equal and publishes nothing.
 struct LIFXLight: Sendable, Equatable {
     var id: String
@@ -59,7 +59,7 @@ struct LIFXLight: Sendable, Equatable {
     static func percent(_ v: Double) -> Int { Int((v * 100).rounded()) }
     static func degrees(_ v: Double) -> Int { Int(v.rounded()) % 360 }
 
-    /// Parses one element of `GET /lights/:selector` (lifx.md §1.4); nil without an id.
+    /// Parses one element of `GET /lights/:selector` (docs/upstreams/lifx-cloud.md §1.4); nil without an id.
     static func parse(_ j: JSONValue) -> LIFXLight? {
         guard case .string(let id) = j["id"], !id.isEmpty else { return nil }
         var l = LIFXLight(id: id)
@@ -100,7 +100,7 @@ struct LIFXLight: Sendable, Equatable {
 
     var colorMode: String { saturation == 0 ? "color_temp" : "hs" }
 
-    /// The retained state (TOPICS.md "State fields").
+    /// The retained state (docs/topics.md "Devices").
     var fields: [String: JSONValue] {
         var o: [String: JSONValue] = [
             "state": on ? "ON" : "OFF", "brightness": JSONValue(brightness), "color_mode": .string(colorMode),
@@ -191,7 +191,7 @@ struct LIFXDelta: Sendable, Equatable {
     }
 }
 
-/// A scene from `GET /scenes` (lifx.md §1.10).
+/// A scene from `GET /scenes` (docs/upstreams/lifx-cloud.md §1.10).
 struct LIFXScene: Sendable, Equatable {
     struct State: Sendable, Equatable {
         var selector: String
@@ -222,7 +222,7 @@ struct LIFXScene: Sendable, Equatable {
     }
 }
 
-/// Group and location state (TOPICS.md; lifx.md §2.3 with its bug fixed): ON if any connected member is
+/// Group and location state (docs/topics.md "LIFX"; docs/upstreams/lifx-cloud.md §2.3 with its bug fixed): ON if any connected member is
 /// ON; brightness, saturation and kelvin are means and hue a circular mean over the connected members
 /// (over all members when none is connected, so the last known values stay meaningful).
 enum LIFXAggregate {

@@ -20,7 +20,7 @@ struct LIFXOp: Sendable {
     var isSet: Bool { if case .set = kind { return true }; return false }
 }
 
-/// The merging request queue and its pacing (docs/upstreams/lifx.md "Budget"). Pure: the adapter asks
+/// The merging request queue and its pacing (docs/upstreams/lifx-cloud.md "Budget"). Pure: the adapter asks
 /// it what to send and when, and tells it what happened.
 ///
 /// - A command for a target that already has a queued request merges into it (last value wins per

@@ -5,7 +5,7 @@ import Foundation
 #endif
 import SwitchyardCore
 
-/// The LIFX cloud budget (docs/upstreams/lifx.md "Rate limit"): 120 requests per 60 s per token,
+/// The LIFX cloud budget (docs/upstreams/lifx-cloud.md "Rate limit"): 120 requests per 60 s per token,
 /// reported in `X-RateLimit-Limit/Remaining/Reset` (Reset is a Unix timestamp). Counted locally too, so
 /// the budget holds before the first answer and when a response lacks the headers. Times are on the
 /// monotonic clock; the server's reset time is turned into one when it arrives.

@@ -2,7 +2,7 @@ import Foundation
 import SimulatorSupport
 import Synchronization
 
-/// The LIFX cloud HTTP API v1 on loopback (lifx.md §1): lights, groups, locations, scenes, effects,
+/// The LIFX cloud HTTP API v1 on loopback (docs/upstreams/lifx-cloud.md §1): lights, groups, locations, scenes, effects,
 /// `/lights/states` batches, `state/delta`, `toggle`, `/color`, with the real JSON shapes and status
 /// codes (207 with per-light results, 202 for fast mode, 404 for a selector matching nothing, 422 with
 /// an error body, 401 for a bad token, 429 and X-RateLimit-* headers). Values are stored quantised to
@@ -379,7 +379,7 @@ public final class LIFXCloudSimulator: Sendable {
         return .success(results)
     }
 
-    /// Selector grammar (lifx.md §1.6): comma-separated items, `:random` suffix, zones ignored.
+    /// Selector grammar (docs/upstreams/lifx-cloud.md §1.6): comma-separated items, `:random` suffix, zones ignored.
     static func match(_ lights: [Light], _ selector: String) -> [Int] {
         var out: [Int] = []
         for rawItem in selector.split(separator: ",").map(String.init) {
@@ -445,7 +445,7 @@ public final class LIFXCloudSimulator: Sendable {
         return .json(String(decoding: data, as: UTF8.self), status: status, headers: headers)
     }
 
-    // MARK: colour strings, as the API reads them (lifx.md §1.7)
+    // MARK: colour strings, as the API reads them (docs/upstreams/lifx-cloud.md §1.7)
 
     struct Colour {
         var hue: Double?

@@ -9,7 +9,7 @@ import Glibc
 import SwitchyardCore
 import SwitchyardHTTP
 
-/// Stream status of chosen Livecoding.tv channels (imp-and-livecoding.md §2). Tokens come from the
+/// Stream status of chosen Livecoding.tv channels (docs/upstreams/imp-livecoding.md §2). Tokens come from the
 /// token store written by `switchyard auth livecoding`; the access token is refreshed a minute before
 /// expiry and on a 401, and every rotated refresh token is stored at once. Status comes from paging
 /// `livestreams/onair/` (following `next`), matched on `user__slug` case-insensitively, completed by

@@ -8,7 +8,7 @@ import Glibc
 #endif
 import SwitchyardCore
 
-/// OAuth tokens as the bridge keeps them (`livecoding.token_store`, TOPICS.md Decision 13).
+/// OAuth tokens as the bridge keeps them (`livecoding.token_store`, design.md §13).
 public struct LivecodingTokens: Sendable, Equatable {
     public var accessToken: String
     public var refreshToken: String?

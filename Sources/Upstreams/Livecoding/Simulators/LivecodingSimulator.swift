@@ -2,7 +2,7 @@ import Foundation
 import SimulatorSupport
 import Synchronization
 
-/// The Livecoding.tv API v1 and its OAuth2 provider on loopback (imp-and-livecoding.md §2):
+/// The Livecoding.tv API v1 and its OAuth2 provider on loopback (docs/upstreams/imp-livecoding.md §2):
 /// `/o/authorize/` (redirects with `code` and `state`, or `error=access_denied`), `/o/token/` (HTTP
 /// Basic client auth, form body, authorization_code and refresh_token grants, refresh tokens rotate:
 /// the old one dies), `/api/v1/livestreams/onair/` (DRF limit/offset pages with absolute `next`),
@@ -175,7 +175,7 @@ public final class LivecodingSimulator: Sendable {
         }
     }
 
-    /// A Livestream object with the field names every client reads (§2.5).
+    /// A Livestream object with the field names every client reads (docs/upstreams/imp-livecoding.md §2).
     static func stream(_ c: Channel, _ base: String) -> [String: Any] {
         ["url": "\(base)/api/v1/livestreams/\(c.slug)/", "user": "\(base)/api/v1/users/\(c.slug)/", "user__slug": c.slug,
          "title": c.title, "description": "", "coding_category": c.category ?? NSNull(), "difficulty": "intermediate",

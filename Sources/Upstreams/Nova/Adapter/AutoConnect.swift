@@ -1,4 +1,4 @@
-/// The SDK's `performAutoConnect` (nova-ble.md §2.8), as a pure plan over a snapshot of flashes.
+/// The SDK's `performAutoConnect` (docs/upstreams/nova.md §2.8), as a pure plan over a snapshot of flashes.
 /// Flashes with an unknown signal (RSSI 127: a just-received advertisement proves presence) rank after
 /// the ones with a known signal and are not held back by `minSignal`.
 public struct AutoConnectRules: Sendable, Equatable {

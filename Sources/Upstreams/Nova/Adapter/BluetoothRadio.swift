@@ -70,7 +70,7 @@ package func onThread<T: Sendable>(_ name: String, _ body: @escaping @Sendable (
 
 /// A raw HCI socket on one adapter that sends commands and reads their status itself (never
 /// `hci_send_req`, which turns every HCI status into EIO and swallows advertising reports,
-/// nova-ble.md §3.3): one loop reads Command Complete/Status by opcode and LE meta events alike.
+/// docs/upstreams/nova.md §3.3): one loop reads Command Complete/Status by opcode and LE meta events alike.
 package final class HCISocket {
     package let dd: Int32
     let devID: Int32
@@ -152,7 +152,7 @@ package final class HCISocket {
     }
 }
 
-/// Nova scanning and connecting on a kernel adapter through libbluetooth (nova-ble.md §3.3–3.7).
+/// Nova scanning and connecting on a kernel adapter through libbluetooth (docs/upstreams/nova.md §3.3–3.7).
 /// A scan opens the adapter, sets active scanning with duplicates kept, reads reports for the window
 /// and disables scanning again, so the kernel has the controller to itself for connections; opening
 /// per scan is also what recovers an adapter that was reset, unplugged or powered down meanwhile.

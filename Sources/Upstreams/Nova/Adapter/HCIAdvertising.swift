@@ -11,7 +11,7 @@ enum BluetoothUUID {
     }
 }
 
-/// LE advertising reports and scan commands at the byte level (nova-ble.md §3.3): both the legacy
+/// LE advertising reports and scan commands at the byte level (docs/upstreams/nova.md §3.3): both the legacy
 /// report (LE meta subevent 0x02) and the extended one (0x0D), because another scanner may have
 /// switched the controller to extended scanning; every report of an event, bounds-checked.
 public struct AdvertisingReport: Sendable, Equatable {
@@ -128,7 +128,7 @@ public enum HCIAdvertising {
     }
 }
 
-/// One scan window's samples per address (nova-ble.md §2.7): the mean RSSI of the samples that are
+/// One scan window's samples per address (docs/upstreams/nova.md §2.7): the mean RSSI of the samples that are
 /// not 127, and what the advertisements said (ADV_IND and SCAN_RSP merged).
 public struct ScanWindow: Sendable {
     public struct Seen: Sendable, Equatable {

@@ -33,7 +33,7 @@ public struct NovaAdapterSettings: Sendable, Equatable {
     public init() {}
 }
 
-/// Nova flashes as devices (nova-ble.md §2.6–2.8, TOPICS.md): a scan window every period, flashes
+/// Nova flashes as devices (docs/upstreams/nova.md §2.6–2.8, docs/topics.md "Nova"): a scan window every period, flashes
 /// created when first heard, signal from the window's mean RSSI, the SDK's auto-connect after each
 /// scan, one radio operation at a time (a scan never overlaps a connect), per-flash command links
 /// with acks, `lit` following the ack and the flash's own timeout, and connection RSSI every second.

@@ -1,4 +1,4 @@
-/// The Nova V1 text protocol (nova-ble.md §2.3): requests `(ID:BODY)` with BODY `P`, `O` or
+/// The Nova V1 text protocol (docs/upstreams/nova.md §2.3): requests `(ID:BODY)` with BODY `P`, `O` or
 /// `L,ww,cc,tttt` in upper-case zero-padded hex, and acks `(ID:A)`. Acks are parsed strictly
 /// (`^\(([0-9A-Fa-f]{2}):A\)$`), unlike the SDKs' loose patterns.
 public enum NovaCommand: Sendable, Equatable {
@@ -58,12 +58,12 @@ public struct NovaSettings: Sendable, Equatable {
         self.timeoutMs = timeoutMs
     }
 
-    /// iOS v2 / Android presets (nova-ble.md §2.5).
+    /// iOS v2 / Android presets (docs/upstreams/nova.md §2.5).
     public static let presets: [String: (warm: UInt8, cool: UInt8)] = [
         "bright": (255, 255), "gentle": (31, 31), "neutral": (0, 255), "warm": (255, 127),
     ]
 
-    /// Decision 14: PWM 1–64 is raised to 64 (the protocol forbids low PWM for long) unless allowed.
+    /// design.md §14: PWM 1–64 is raised to 64 (the protocol forbids low PWM for long) unless allowed.
     /// Returns the settings and whether anything was raised.
     public func protected(allowLowPWM: Bool) -> (NovaSettings, Bool) {
         guard !allowLowPWM else { return (self, false) }

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 
-/// A Nova flash at the ATT level (nova-ble.md §2.2, §3.5), on one end of a SOCK_SEQPACKET socket: a
+/// A Nova flash at the ATT level (docs/upstreams/nova.md §2.2, §3.5), on one end of a SOCK_SEQPACKET socket: a
 /// GATT database laid out as in the spec's recorded exchange (GAP 0x0001–0x0003; FFF0 0x000C–0x0011
 /// with FFF3 write at 0x000E, FFF4 notify at 0x0010 and its CCCD at 0x0011), MTU 23, Error Responses
 /// for what it does not have, and the firmware: it acks `(ID:P|O|L,ww,cc,tttt)` written to FFF3 with
