@@ -20,7 +20,7 @@ public enum FuzzTargets {
 
     public static let all: [String: Target] = [
         "json": json, "json-stream": jsonStream, "command": command, "bridge-request": bridgeRequest,
-        "config": config, "hci": hci, "att": att, "nova": nova, "imp": imp, "ha": ha, "lifx-color": lifxColor,
+        "config": config, "hci": hci, "att": att, "nova": nova, "imp": imp, "ha": ha, "lifx-color": lifxColor, "lifx-lan": lifxLAN,
     ]
 
     /// Longest error message any parser may make from hostile input: messages quote input cut short.
@@ -125,6 +125,24 @@ public enum FuzzTargets {
         for m in HAMirrorModel.digest(bytes) {
             check(Topic.isPublishable(m.relative), "the mirror made the topic '\(m.relative.prefix(200))'")
         }
+    }
+
+    /// A UDP datagram from the LAN: decoded, and its payload read as every message the bridge reads. A
+    /// packet that decodes re-encodes to the same bytes.
+    static let lifxLAN: Target = { bytes in
+        guard let p = LIFXLANPacket.decode(bytes) else { return }
+        check(p.header.size == bytes.count && p.payload.count == bytes.count - LIFXLANHeader.length, "a packet of the wrong size decoded")
+        var again = LIFXLANPacket(type: p.header.type, source: p.header.source, target: p.header.target, sequence: p.header.sequence,
+                                  tagged: p.header.tagged, ackRequired: p.header.ackRequired, resRequired: p.header.resRequired, payload: p.payload).bytes
+        // Reserved bits and fields are not kept: compare what the bridge reads.
+        for i in [3, 22] { again[i] = bytes[i] }
+        check(LIFXLANPacket.decode(again) == p, "a decoded packet re-encodes differently")
+        _ = LIFXLANMessage.service(p.payload)
+        if let st = LIFXLANMessage.lightState(p.payload) { check((0...100).contains(st.color.brightnessPercent) && (0..<360).contains(st.color.degrees), "a state out of range") }
+        _ = LIFXLANMessage.stateLabel(p.payload)
+        _ = LIFXLANMessage.version(p.payload)
+        _ = LIFXLANMessage.firmware(p.payload)
+        _ = LIFXLANMessage.membership(p.payload)
     }
 
     static let lifxColor: Target = { bytes in

@@ -26,6 +26,22 @@ public struct LIFXSettings: Sendable, Equatable {
     /// First retry delay after a 5xx or timeout (doubles, 3 attempts in all).
     public var retryDelay = 1.0
     public var verifyTLS = true
+    public var lan = LIFXLANSettings()
+    public init() {}
+}
+
+/// `lifx.lan`: the LAN protocol (docs/upstreams/lifx-lan.md), on the same topics as the cloud.
+public struct LIFXLANSettings: Sendable, Equatable {
+    public var enabled = false
+    /// Unicast discovery targets besides broadcast ("192.168.1.40", "10.0.0.7:56700").
+    public var hosts: [String] = []
+    /// Broadcast addresses for discovery; nil = every up interface's directed broadcast, [] = none.
+    public var broadcast: [String]? = nil
+    public var pollInterval = 10.0
+    /// A light that has not answered anything for this long is unavailable (one lost reply changes nothing).
+    public var offlineAfter = 90.0
+    /// The local UDP port (0: the kernel's choice; a fixed one helps through firewalls).
+    public var localPort = 0
     public init() {}
 }
 
@@ -62,6 +78,13 @@ public actor LIFXAdapter: Adapter {
     var lastPollError: String?
     /// Set while the dispatch loop waits for something that a new command makes moot.
     var wakeUp: Latch?
+    // The LAN path (lifx.lan): the client of the current run, what it knows of each device (by serial =
+    // light id), and the work its loop hands to child tasks.
+    var lan: LIFXLANClient?
+    var lanDevices: [String: LIFXLANDevice] = [:]
+    var lanWork: AsyncStream<LANWork>.Continuation?
+    var nextLANTicket = -1
+    var lanMetrics: [String: JSONValue]?
 
     public init(settings: LIFXSettings, clock: any BridgeClock = SystemClock()) {
         self.settings = settings
@@ -76,15 +99,24 @@ public actor LIFXAdapter: Adapter {
         defer {
             for t in Array(waiters.keys) { finish([t], .failure(AdapterError("the LIFX adapter stopped before the command was answered"))) }
         }
-        guard let token = settings.token, !token.isEmpty else {
-            await context.setStatus(.disabled("no lifx.token configured (set lifx.token, lifx.token_file or ${ENV})"))
+        let cloud = settings.token.map { !$0.isEmpty } ?? false
+        guard cloud || settings.lan.enabled else {
+            await context.setStatus(.disabled("no lifx.token configured and lifx.lan is off (set lifx.token, lifx.token_file or ${ENV}, or lan.enabled)"))
             while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
             return
         }
-        try await HTTPClient.withClient(options: .init(userAgent: "switchyard", verifyTLS: settings.verifyTLS)) { http in
-            self.http = http
-            defer { self.http = nil }
-            await dispatchLoop()
+        try await withLAN {
+            if cloud {
+                try await HTTPClient.withClient(options: .init(userAgent: "switchyard", verifyTLS: settings.verifyTLS)) { http in
+                    self.http = http
+                    defer { self.http = nil }
+                    await dispatchLoop()
+                }
+            } else {
+                // LAN only: nothing calls the cloud.
+                await context.setStatus(.running)
+                while !Task.isCancelled { try? await clock.sleep(seconds: 3600) }
+            }
         }
     }
 
@@ -105,6 +137,10 @@ public actor LIFXAdapter: Adapter {
             try await listScenes()
             return
         }
+        if onLAN(deviceID) {
+            await poll(deviceID)
+            return
+        }
         let target = try self.target(deviceID)
         let r = try await call("GET", "/lights/\(LIFXCloudAPI.encode(target.selector))", nil, reserve: 0)
         guard r.status == 200, let list = r.json?.arrayValue else { throw AdapterError(describe(r, selector: target.selector)) }
@@ -114,6 +150,9 @@ public actor LIFXAdapter: Adapter {
     }
 
     public func refreshAll(context: AdapterContext) async throws {
+        for serial in lanDevices.keys.sorted() { await poll(serial) }
+        await lan?.discover(discoveryTargets)
+        guard http != nil else { return }
         scenesDue = true
         guard await pollOnce() else { throw AdapterError("LIFX listing failed: \(lastPollError ?? "unknown error")") }
     }
@@ -178,17 +217,37 @@ public actor LIFXAdapter: Adapter {
         for note in plan.notes { await context?.log(.info, note, deviceID: command.deviceID) }
         var tickets: [Int] = []
         var touched: Set<String> = []
+        // Lights found on the LAN are commanded over the LAN; the rest (and effects) over the cloud.
+        let lanIDs = t.lights.filter(onLAN)
+        let cloudIDs = t.lights.filter { !onLAN($0) }
+        let needsCloud = !cloudIDs.isEmpty || plan.kinds.contains { if case .effect = $0 { return true }; return false }
+        if needsCloud && http == nil {
+            throw AdapterError(settings.lan.enabled && (settings.token ?? "").isEmpty
+                ? (cloudIDs.isEmpty ? "effects go through the LIFX cloud: set lifx.token" : "\(t.label) is not reachable on the LAN (and no lifx.token is set)")
+                : "the LIFX cloud is not connected")
+        }
         for kind in plan.kinds {
-            var op = LIFXOp(kind: kind, selector: t.selector, lights: t.lights, label: t.label)
             switch kind {
-            case .set(let s):
-                op.previous = apply(to: t.lights, &touched) { $0.apply(s) }
-            case .delta(let d):
-                op.previous = apply(to: t.lights, &touched) { $0.apply(d) }
+            case .set, .delta:
+                let previous = apply(to: t.lights, &touched) { l in
+                    if case .set(let s) = kind { l.apply(s) } else if case .delta(let d) = kind { l.apply(d) }
+                }
+                let duration: Double
+                switch kind {
+                case .set(let s): duration = s.duration
+                case .delta(let d): duration = d.duration
+                default: duration = 0
+                }
+                for id in lanIDs { tickets.append(lanCommand(id, duration: duration)) }
+                if !cloudIDs.isEmpty {
+                    let selector = lanIDs.isEmpty ? t.selector : cloudIDs.map { "id:\($0)" }.joined(separator: ",")
+                    var op = LIFXOp(kind: kind, selector: selector, lights: cloudIDs, label: t.label)
+                    op.previous = previous.filter { cloudIDs.contains($0.key) }
+                    tickets.append(enqueue(op))
+                }
             default:
-                break
+                tickets.append(enqueue(LIFXOp(kind: kind, selector: t.selector, lights: t.lights, label: t.label)))
             }
-            tickets.append(enqueue(op))
         }
         await publish(touched)
         return tickets
@@ -319,6 +378,15 @@ public actor LIFXAdapter: Adapter {
     /// a steady light publishes nothing.
     func merge(_ listed: LIFXLight) {
         var l = listed
+        // A light reached over the LAN keeps what the LAN says; the cloud adds what the LAN lacks.
+        if onLAN(l.id), let lan = lights[l.id] {
+            l.values = lan.values
+            l.connected = lan.connected
+            l.label = lan.label   // the device's own label, not a second name that would rename its topics
+            l.via = "lan"
+            lights[l.id] = l
+            return
+        }
         if let old = lights[l.id] {
             if queue.changes(light: l.id) { l.values = old.values }
             var a = old, b = l
@@ -370,11 +438,16 @@ public actor LIFXAdapter: Adapter {
     }
 
     func reportMetrics() async {
-        await context?.setMetrics([
-            "rate_limit": budget.metrics(clock.now(), wallNow: Date()), "queue": JSONValue(queue.queue.count),
-            "in_flight": JSONValue(queue.inFlight.count), "merged": JSONValue(queue.merged), "retries": JSONValue(queue.retries),
-            "http_requests": JSONValue(sentRequests),
-        ])
+        var m: [String: JSONValue] = [:]
+        if http != nil {
+            m = [
+                "rate_limit": budget.metrics(clock.now(), wallNow: Date()), "queue": JSONValue(queue.queue.count),
+                "in_flight": JSONValue(queue.inFlight.count), "merged": JSONValue(queue.merged), "retries": JSONValue(queue.retries),
+                "http_requests": JSONValue(sentRequests),
+            ]
+        }
+        if let lanMetrics { m["lan"] = .object(lanMetrics) }
+        await context?.setMetrics(m)
     }
 
 }

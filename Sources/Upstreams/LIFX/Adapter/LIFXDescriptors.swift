@@ -37,6 +37,7 @@ extension LIFXAdapter {
             Capability("group", .text(maxLength: 64), role: .hidden), Capability("location", .text(maxLength: 64), role: .hidden),
             Capability("model", .text(maxLength: 64), role: .hidden), Capability("capabilities", .object([], acceptsText: false), role: .hidden),
             Capability("last_seen", .text(maxLength: 40), role: .diagnostic, deviceClass: "timestamp"),
+            Capability("via", .text(maxLength: 8), role: .hidden),
         ]
         // A LIFX group is a room: Home Assistant suggests it as the light's area.
         return DeviceDescriptor(id: l.id, label: l.label, configuredName: settings.names[l.id], model: l.model, manufacturer: "LIFX",

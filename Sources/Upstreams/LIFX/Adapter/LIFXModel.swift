@@ -41,6 +41,8 @@ struct LIFXLight: Sendable, Equatable {
     var caps = LIFXCaps()
     var lastSeen: String?
     var effect = "off"
+    /// How the bridge reaches the light: "lan" or "cloud".
+    var via = "cloud"
 
     /// The values a command can change (what a revert restores).
     struct Values: Sendable, Equatable {
@@ -116,6 +118,7 @@ struct LIFXLight: Sendable, Equatable {
         o["location"] = location.map { .string($0.name) } ?? .null
         o["model"] = model.map(JSONValue.string) ?? .null
         o["last_seen"] = lastSeen.map(JSONValue.string) ?? .null
+        o["via"] = .string(via)
         return o
     }
 

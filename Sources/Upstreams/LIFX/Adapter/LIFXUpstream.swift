@@ -1,7 +1,7 @@
 import SwitchyardConfig
 import SwitchyardCore
 
-/// `lifx:` — LIFX lights, groups, locations and scenes over the LIFX cloud HTTP API.
+/// `lifx:` — LIFX lights, groups, locations and scenes over the LIFX cloud HTTP API and the LAN protocol.
 public struct LIFXUpstream: Upstream {
     public init() {}
     public var key: String { "lifx" }
@@ -29,6 +29,22 @@ public struct LIFXUpstream: Upstream {
             seen[name] = id
             l.names[id.lowercased()] = name
         }
+        let lan = s.section("lan")
+        l.lan.enabled = lan.bool("enabled", false)
+        for (h, mark) in lan.stringList("hosts") where LIFXLANEndpoint(h) == nil {
+            lan.problem(mark, key: "hosts", "'\(h)' is not an IPv4 address with an optional :port")
+        }
+        l.lan.hosts = lan.stringList("hosts").map(\.0)
+        if lan.has("broadcast") {
+            for (h, mark) in lan.stringList("broadcast") where LIFXLANEndpoint(h) == nil {
+                lan.problem(mark, key: "broadcast", "'\(h)' is not an IPv4 address with an optional :port")
+            }
+            l.lan.broadcast = lan.stringList("broadcast").map(\.0)
+        }
+        l.lan.pollInterval = lan.double("poll_interval", 10, min: 1, max: 3600)
+        l.lan.offlineAfter = lan.double("offline_after", 90, min: 5, max: 86_400)
+        l.lan.localPort = lan.int("local_port", 0, min: 0, max: 65535)
+        lan.finish()
         s.finish()
         return l
     }

@@ -1,0 +1,120 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import LIFXAdapter
+import SwitchyardCore
+import SwitchyardTestSupport
+import Testing
+
+/// `lifx-emulator` (PyPI, 4.11.0; a LIFX LAN peer we did not write), installed by `make test` into
+/// .build/lifx-venv, on 127.0.0.1 with fixed serials; its REST API reads device state and packet
+/// counts and turns fault scenarios on (docs/upstreams/lifx-lan.md "The emulator").
+final class LIFXEmulator: Sendable {
+    let port: Int
+    let apiPort: Int
+    let child: ChildProcess
+    let log: String
+
+    static var binary: String? {
+        if let p = ProcessInfo.processInfo.environment["SWITCHYARD_LIFX_EMULATOR"] { return p }
+        let repo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let p = repo.appendingPathComponent(".build/lifx-venv/bin/lifx-emulator").path
+        return FileManager.default.isExecutableFile(atPath: p) ? p : nil
+    }
+
+    static var unavailableReason: String? {
+        binary == nil ? "lifx-emulator is not installed (make test installs it into .build/lifx-venv; or set SWITCHYARD_LIFX_EMULATOR)" : nil
+    }
+
+    private init(port: Int, apiPort: Int, child: ChildProcess, log: String) {
+        self.port = port
+        self.apiPort = apiPort
+        self.child = child
+        self.log = log
+    }
+
+    /// `devices`: the YAML list items (indented two spaces), `scenarios`: an optional YAML block.
+    static func start(devices: String, scenarios: String = "") async throws -> LIFXEmulator {
+        let bin = try #require(binary)
+        let dir = TestEnvironment.makeTempDir("lifx-emu")
+        let port = TestEnvironment.freePort(), apiPort = TestEnvironment.freePort()
+        let config = dir.appendingPathComponent("emulator.yaml").path
+        try """
+        bind: 127.0.0.1
+        port: \(port)
+        api: true
+        api_port: \(apiPort)
+        api_host: 127.0.0.1
+        devices:
+        \(devices.replacingOccurrences(of: "PORT", with: "\(port)"))
+        \(scenarios)
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        let log = dir.appendingPathComponent("emulator.log").path
+        let child = try ChildProcess(path: bin, arguments: ["--config", config], outputFile: log)
+        let e = LIFXEmulator(port: port, apiPort: apiPort, child: child, log: log)
+        try await waitUntil("the emulator's API", timeout: 30) { (try? await e.get("/api/stats")) != nil }
+        return e
+    }
+
+    static func with<R: Sendable>(devices: String, scenarios: String = "", _ body: (LIFXEmulator) async throws -> R) async throws -> R {
+        let e = try await start(devices: devices, scenarios: scenarios)
+        return try await withTeardown { try await body(e) } teardown: { e.child.terminateAndReap() }
+    }
+
+    func call(_ method: String, _ path: String, _ body: String? = nil) async throws -> JSONValue {
+        var r = URLRequest(url: URL(string: "http://127.0.0.1:\(apiPort)\(path)")!)
+        r.httpMethod = method
+        r.timeoutInterval = 5
+        if let body { r.httpBody = Data(body.utf8); r.setValue("application/json", forHTTPHeaderField: "Content-Type") }
+        let (data, response) = try await URLSession.shared.data(for: r)
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        guard (200..<300).contains(status) else { throw AdapterError("emulator \(method) \(path): HTTP \(status) \(String(decoding: data, as: UTF8.self))") }
+        return data.isEmpty ? .null : try JSONValue.parse(Array(data))
+    }
+
+    func get(_ path: String) async throws -> JSONValue { try await call("GET", path) }
+
+    func device(_ serial: String) async throws -> JSONValue { try await get("/api/devices/\(serial)") }
+
+    /// Requests the emulator received, by type.
+    func received() async throws -> [Int: Int] {
+        var out: [Int: Int] = [:]
+        for (k, v) in try await get("/api/stats")["packets_received_by_type"]?.objectValue ?? [:] { out[Int(k) ?? -1] = v.intValue ?? 0 }
+        return out
+    }
+
+    func setScenario(_ serial: String, _ json: String) async throws { _ = try await call("PUT", "/api/scenarios/devices/\(serial)", json) }
+}
+
+/// The LIFX adapter in-process, LAN only (no token), against the emulator.
+enum LANBridge {
+    static func settings(_ e: LIFXEmulator, configure: (inout LIFXSettings) -> Void = { _ in }) -> LIFXSettings {
+        var s = LIFXSettings()
+        s.lan.enabled = true
+        s.lan.hosts = ["127.0.0.1:\(e.port)"]
+        s.lan.broadcast = []
+        s.lan.pollInterval = 3600
+        s.minInterval = 0.05
+        configure(&s)
+        return s
+    }
+
+    static func with<R: Sendable>(_ e: LIFXEmulator, configure: (inout LIFXSettings) -> Void = { _ in },
+                                  _ body: (BridgeUnderTest) async throws -> R) async throws -> R {
+        try await BridgeUnderTest.with(subscribe: { ["\($0)/#"] }, adapter: LIFXAdapter(settings: settings(e, configure: configure)), body)
+    }
+}
+
+extension BridgeUnderTest {
+    func lifxState(_ name: String) -> JSONValue? { probe.last("\(base)/lifx/\(name)").flatMap { try? JSONValue.parse($0) } }
+
+    @discardableResult
+    func waitLIFX(_ name: String, timeout: Double = 30, _ what: String = "", _ predicate: @escaping @Sendable (JSONValue) -> Bool) async throws -> JSONValue {
+        let t = "\(base)/lifx/\(name)"
+        let ms = try await probe.waitFor("\(t) \(what)", timeout: timeout) { ms in
+            ms.last { $0.topic == t }.flatMap { try? JSONValue.parse($0.payload) }.map(predicate) ?? false
+        }
+        return try JSONValue.parse(ms.last { $0.topic == t }!.payload)
+    }
+}
