@@ -26,6 +26,17 @@ struct LIFXLANDevice {
     var locationUpdated: UInt64 = 0
 }
 
+extension LIFXLight {
+    /// Takes what a device reported over the LAN, in the user's units.
+    mutating func show(on: Bool, _ c: LIFXLANMessage.HSBK) {
+        self.on = on
+        hue = c.degrees
+        saturation = c.saturationPercent
+        brightness = c.brightnessPercent
+        kelvin = Int(c.kelvin)
+    }
+}
+
 enum LANWork: Sendable {
     case identify(String)
     case poll(String)
@@ -204,11 +215,7 @@ extension LIFXAdapter {
         lanDevices[serial]?.known = (st.on, st.color)
         let before = l
         if !d.dirty && !d.sending {
-            l.on = st.on
-            l.hue = st.color.degrees
-            l.saturation = st.color.saturationPercent
-            l.brightness = st.color.brightnessPercent
-            l.kelvin = st.color.kelvin == 0 ? l.kelvin : Int(st.color.kelvin)
+            l.show(on: st.on, st.color)
         }
         if !st.label.isEmpty { l.label = st.label }
         l.connected = true
@@ -272,11 +279,7 @@ extension LIFXAdapter {
                 finish(tickets, .failure(AdapterError("\(l.label.isEmpty ? serial : l.label) did not answer over the LAN (timeout)")))
                 // What the light shows is what it last told us, unless a newer command is on its way.
                 if lanDevices[serial]?.dirty == false, let k = lanDevices[serial]?.known {
-                    lights[serial]?.on = k.on
-                    lights[serial]?.hue = k.color.degrees
-                    lights[serial]?.saturation = k.color.saturationPercent
-                    lights[serial]?.brightness = k.color.brightnessPercent
-                    lights[serial]?.kelvin = Int(k.color.kelvin)
+                    lights[serial]?.show(on: k.on, k.color)
                     await publish([serial])
                 }
             }
