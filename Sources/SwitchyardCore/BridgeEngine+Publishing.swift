@@ -108,7 +108,7 @@ extension BridgeEngine {
         }
     }
 
-    /// Input quoted in a message: at most 200 characters, then "…".
+    /// A topic quoted in a message: at most 200 bytes of UTF-8, then "…" (see `excerpt`).
     nonisolated static func quoted(_ s: String) -> String { s.excerpt(200) }
 
     /// One error, the same words on bridge/log, in the process log and on `<device>/result`.

@@ -66,7 +66,8 @@ public actor BridgeEngine {
         case mirror(path: String, payload: [UInt8], topic: String)
         case refresh(deviceID: String, topic: String)
 
-        /// What the queued work holds on to, as counted against `commandQueueBytes`.
+        /// What the queued work holds on to, as counted against `commandQueueBytes` (measured once, when
+        /// it is queued; the queue carries the figure so that taking it off does not measure again).
         var size: Int {
             switch self {
             case .command(let c, let topic, let t): return JSONValue.object(c.fields).bytes.count + topic.utf8.count + (t?.bytes.count ?? 0)
@@ -74,6 +75,12 @@ public actor BridgeEngine {
             case .refresh(let id, let topic): return id.utf8.count + topic.utf8.count
             }
         }
+    }
+
+    /// Work in an adapter's queue, with the bytes it was counted for.
+    struct Queued: Sendable {
+        let work: Work
+        let size: Int
     }
 
     /// Bytes of work waiting in one adapter's queue (added by the engine, taken off by the adapter's loop).
@@ -86,8 +93,8 @@ public actor BridgeEngine {
     struct Hosted: Sendable {
         let adapter: any Adapter
         let context: AdapterContext
-        let work: AsyncStream<Work>
-        let queue: AsyncStream<Work>.Continuation
+        let work: AsyncStream<Queued>
+        let queue: AsyncStream<Queued>.Continuation
         let queued = QueueGauge()
         let stop = Latch()
         let stopped = Latch()
@@ -252,9 +259,9 @@ public actor BridgeEngine {
             }
             g.addTask {
                 await withDiscardingTaskGroup { outcomes in
-                    for await work in h.work {
-                        h.queued.bytes.subtract(work.size, ordering: .relaxed)
-                        if let outcome = await engine.execute(work, h) { outcomes.addTask { await outcome() } }
+                    for await q in h.work {
+                        h.queued.bytes.subtract(q.size, ordering: .relaxed)
+                        if let outcome = await engine.execute(q.work, h) { outcomes.addTask { await outcome() } }
                     }
                 }
             }
@@ -297,7 +304,7 @@ public actor BridgeEngine {
     func startAdapter(_ adapter: any Adapter) {
         let id = adapter.id
         nextGeneration += 1
-        let (work, queue) = AsyncStream.makeStream(of: Work.self, bufferingPolicy: .bufferingOldest(settings.commandQueueLimit))
+        let (work, queue) = AsyncStream.makeStream(of: Queued.self, bufferingPolicy: .bufferingOldest(settings.commandQueueLimit))
         let hosted = Hosted(adapter: adapter, context: AdapterContext(engine: self, adapterID: id, generation: nextGeneration),
                             work: work, queue: queue)
         // A restart keeps the devices (and their retained topics) until the new listing says otherwise.
@@ -441,7 +448,7 @@ public actor BridgeEngine {
                         topic: topic, transaction: transaction, resultTopic: resultTopic)
             return
         }
-        switch slot.hosted.queue.yield(work) {
+        switch slot.hosted.queue.yield(Queued(work: work, size: size)) {
         case .enqueued: slot.hosted.queued.bytes.add(size, ordering: .relaxed)
         case .dropped:
             Bounds.hit("command_queue")

@@ -79,7 +79,7 @@ public struct InboundRouter: Sendable {
         }
     }
 
-    /// design.md §3 (docs/design.md): the age is known when the publisher sets an MQTT v5 user property
+    /// docs/design.md §3: the age is known when the publisher sets an MQTT v5 user property
     /// `timestamp` (RFC 3339 or epoch seconds). Under 3.1.1 it is unknowable and the command is applied.
     func tooOld(_ m: InboundMessage) -> Double? {
         guard let ts = m.userProperties["timestamp"], let sent = Timestamp.parse(ts) else { return nil }

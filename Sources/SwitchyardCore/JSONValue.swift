@@ -129,7 +129,7 @@ public enum JSONValue: Sendable, Equatable, Hashable {
         }
         // Escaped byte by byte into one buffer, appended once: hostile input quoted in an error message is
         // full of quotes, and appending scalar by scalar to a String cost more than parsing it.
-        let hex: [UInt8] = Array("0123456789abcdef".utf8)
+        let hex = hexDigits
         var buf: [UInt8] = []
         buf.reserveCapacity(s.utf8.count + 16)
         for b in s.utf8 {

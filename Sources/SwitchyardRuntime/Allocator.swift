@@ -35,8 +35,8 @@ extension Allocator {
 }
 
 /// Once a second: when the resident set has grown by more than `slack` bytes since the last trim, the
-/// heap is trimmed (`SWITCHYARD_MALLOC_TRIM=0` turns it off, to compare). A trim walks the heap: about a
-/// millisecond for a 200 MB one, and it runs only after growth, so an idle bridge never pays for it.
+/// heap is trimmed (`SWITCHYARD_MALLOC_TRIM=0` turns it off, to compare). A trim walks the heap, so it
+/// runs only after growth: an idle bridge never pays for it.
 struct MemoryTrimService: Service {
     var interval: Duration = .seconds(1)
     var slack = 4 << 20
