@@ -224,16 +224,23 @@ actor LIFXLANClient {
             let seq = nextSequence(serial)
             let packet = LIFXLANPacket(type: type, source: source, target: serial, sequence: seq, ackRequired: ack, payload: payload)
             let deadline = clock.now().adding(seconds: gap)
-            let reply = await withCheckedContinuation { (c: CheckedContinuation<LIFXLANPacket?, Never>) in
-                // A request still waiting under this sequence (256 requests ago) is answered: time-out.
-                if let old = pending[serial]?[seq] { old.continuation.resume(returning: nil) }
-                pending[serial, default: [:]][seq] = Pending(serial: serial, expect: expect, continuation: c)
-                counts.sent += 1
-                socket.send(packet.bytes, to: endpoint)
-                Task { [clock] in
+            // The time-out is a child of this request and ends with it: cut short once the reply is in (the
+            // expiry then finds nothing waiting), or when the request's task is cancelled (the expiry then
+            // answers the waiting request at once, so that nothing waits for a reply forever).
+            let reply = await withTaskGroup(of: Void.self) { timer -> LIFXLANPacket? in
+                timer.addTask { [clock] in
                     try? await clock.sleep(until: deadline)
-                    self.expire(serial, seq)
+                    await self.expire(serial, seq)
                 }
+                let r = await withCheckedContinuation { (c: CheckedContinuation<LIFXLANPacket?, Never>) in
+                    // A request still waiting under this sequence (256 requests ago) is answered: time-out.
+                    if let old = pending[serial]?[seq] { old.continuation.resume(returning: nil) }
+                    pending[serial, default: [:]][seq] = Pending(serial: serial, expect: expect, continuation: c)
+                    counts.sent += 1
+                    socket.send(packet.bytes, to: endpoint)
+                }
+                timer.cancelAll()
+                return r
             }
             if let reply { return reply }
         }
