@@ -218,18 +218,14 @@ struct SwitchyardBench: AsyncParsableCommand {
 
     func processFigures(port: Int, startup: Bool, ha: HomeAssistantSimulator?) async throws -> [Figure] {
         let memory = ha != nil
-        guard let bin = TestEnvironment.switchyardBinary() else { throw BenchError("switchyard executable not found next to switchyard-bench") }
+        // The subscriber is there before the process starts: its first state is timed from the start.
         let base = "proc\(UUID().uuidString.prefix(4).lowercased())"
-        let dir = TestEnvironment.makeTempDir("bench")
-        var yaml = "log: {level: error}\nmqtt:\n  url: mqtt://127.0.0.1:\(port)\n  base_topic: \(base)\nhomeassistant: {discovery: true}\nvirtual:\n  devices:\n"
-        for i in 0..<devices { yaml += "    - {name: l\(i), type: light}\n" }
-        if let ha { yaml += "ha: {url: \"\(ha.url)\", token: bench}\n" }
-        let config = dir.appendingPathComponent("config.yaml").path
-        try yaml.write(toFile: config, atomically: true, encoding: .utf8)
         let sub = try await CountingSubscriber(port: port, filters: ["\(base)/virtual/+"], trackTopics: true)
         defer { sub.close() }
         let start = Date()
-        let child = try ChildProcess(path: bin, arguments: ["run", "-c", config], outputFile: dir.appendingPathComponent("out.log").path)
+        let bridge = try BridgeUnderFault.start(port: port, devices: devices, base: base, discovery: true,
+                                                extraYAML: ha.map { "ha: {url: \"\($0.url)\", token: bench}\n" } ?? "")
+        let child = bridge.child
         defer { child.terminateAndReap() }
         guard await sub.waitForTopics(devices, timeout: 60) else { throw BenchError("startup: only \(sub.distinctTopics) states") }
         var out: [Figure] = []
@@ -253,27 +249,17 @@ struct SwitchyardBench: AsyncParsableCommand {
                 if i % 50 == 0 { try await Task.sleep(for: .milliseconds(50)) }
             }
             try await Task.sleep(for: .seconds(1))
-            // /proc files report size 0: FileHandle reads them to the end rather than by their stat size.
-            func proc(_ file: String) -> String {
-                (try? FileHandle(forReadingAtPath: "/proc/\(child.pid)/\(file)")?.readToEnd()).flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) } ?? ""
-            }
-            let status = proc("status")
-            func kb(_ key: String) -> Double {
-                for line in status.split(separator: "\n") where line.hasPrefix(key) {
-                    return Double(line.split(separator: " ", omittingEmptySubsequences: true)[1]) ?? 0
-                }
-                return 0
-            }
+            let status = bridge.proc("status")
             // Which build is measured: `make bench` measures the deployable one (`make release`: Swift runtime and Foundation linked in).
-            let linkage = proc("maps").contains("libswiftCore.so") ? "Swift runtime as shared libraries" : "Swift runtime linked in"
+            let linkage = bridge.proc("maps").contains("libswiftCore.so") ? "Swift runtime as shared libraries" : "Swift runtime linked in"
             out.append(Figure(scenario: "memory", name: "VmHWM, \(devices) devices + HA mirror of \(haEntities) entities, after \(Int(churnSeconds)) s churn (\(i) commands and HA changes; \(linkage))",
-                              value: kb("VmHWM:") / 1024, unit: "MB"))
-            out.append(Figure(scenario: "memory", name: "VmRSS steady", value: kb("VmRSS:") / 1024, unit: "MB"))
+                              value: bridge.mb("VmHWM", in: status), unit: "MB"))
+            out.append(Figure(scenario: "memory", name: "VmRSS steady", value: bridge.mb("VmRSS", in: status), unit: "MB"))
             // Where the resident pages are: heap and stacks (RssAnon) against mapped code and data of the binary and shared libraries (RssFile).
-            out.append(Figure(scenario: "memory", name: "  of which RssAnon (heap, stacks)", value: kb("RssAnon:") / 1024, unit: "MB"))
-            out.append(Figure(scenario: "memory", name: "  of which RssFile (binary, shared libraries)", value: kb("RssFile:") / 1024, unit: "MB"))
+            out.append(Figure(scenario: "memory", name: "  of which RssAnon (heap, stacks)", value: bridge.mb("RssAnon", in: status), unit: "MB"))
+            out.append(Figure(scenario: "memory", name: "  of which RssFile (binary, shared libraries)", value: bridge.mb("RssFile", in: status), unit: "MB"))
             if let dump = ProcessInfo.processInfo.environment["SWITCHYARD_BENCH_SMAPS"] {
-                try? proc("smaps").write(toFile: dump, atomically: false, encoding: .utf8)
+                try? bridge.proc("smaps").write(toFile: dump, atomically: false, encoding: .utf8)
             }
         }
         return out

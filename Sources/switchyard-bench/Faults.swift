@@ -3,17 +3,18 @@ import Foundation
 import Synchronization
 import SwitchyardTestSupport
 
-/// The `switchyard` process for the fault scenarios: `devices` virtual lights on the given broker.
+/// The `switchyard` process as the process scenarios run it: `devices` virtual lights on the given broker,
+/// plus `extraYAML` (top-level sections).
 struct BridgeUnderFault {
     let child: ChildProcess
     let base: String
     let dir: URL
 
-    static func start(port: Int, devices: Int, extraYAML: String = "") throws -> BridgeUnderFault {
+    static func start(port: Int, devices: Int, base: String = "flt\(UUID().uuidString.prefix(4).lowercased())", discovery: Bool = false,
+                      extraYAML: String = "") throws -> BridgeUnderFault {
         guard let bin = TestEnvironment.switchyardBinary() else { throw BenchError("switchyard executable not found next to switchyard-bench") }
-        let base = "flt\(UUID().uuidString.prefix(4).lowercased())"
-        let dir = TestEnvironment.makeTempDir("bench-fault")
-        var yaml = "log: {level: error}\nmqtt:\n  url: mqtt://127.0.0.1:\(port)\n  base_topic: \(base)\n\(extraYAML)homeassistant: {discovery: false}\nvirtual:\n  devices:\n"
+        let dir = TestEnvironment.makeTempDir("bench")
+        var yaml = "log: {level: error}\nmqtt:\n  url: mqtt://127.0.0.1:\(port)\n  base_topic: \(base)\n\(extraYAML)homeassistant: {discovery: \(discovery)}\nvirtual:\n  devices:\n"
         for i in 0..<devices { yaml += "    - {name: l\(i), type: light}\n" }
         let config = dir.appendingPathComponent("config.yaml").path
         try yaml.write(toFile: config, atomically: true, encoding: .utf8)
@@ -21,11 +22,15 @@ struct BridgeUnderFault {
         return BridgeUnderFault(child: child, base: base, dir: dir)
     }
 
-    /// A field of /proc/<pid>/status in MB (VmRSS, VmHWM, …).
-    func mb(_ key: String) -> Double {
-        let text = (try? FileHandle(forReadingAtPath: "/proc/\(child.pid)/status")?.readToEnd()).flatMap { $0 }
-            .map { String(decoding: $0, as: UTF8.self) } ?? ""
-        for line in text.split(separator: "\n") where line.hasPrefix(key + ":") {
+    /// One of the process's /proc files (they report size 0: read to the end, not by their stat size).
+    func proc(_ file: String) -> String {
+        (try? FileHandle(forReadingAtPath: "/proc/\(child.pid)/\(file)")?.readToEnd()).flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) } ?? ""
+    }
+
+    /// A field of /proc/<pid>/status in MB (VmRSS, VmHWM, RssAnon, …), read now or from one `status` read
+    /// (figures that must add up come from the same instant).
+    func mb(_ key: String, in status: String? = nil) -> Double {
+        for line in (status ?? proc("status")).split(separator: "\n") where line.hasPrefix(key + ":") {
             return (Double(line.split(separator: " ", omittingEmptySubsequences: true)[1]) ?? 0) / 1024
         }
         return 0
