@@ -92,6 +92,7 @@ extension LIFXAdapter {
         let gaps: [Double] = [1, 2, 4, 8, 15, 30, 60]
         var round = 0
         var nextDiscovery = clock.now()
+        var nextMetrics = clock.now()
         while !Task.isCancelled {
             let now = clock.now()
             if now >= nextDiscovery {
@@ -111,7 +112,11 @@ extension LIFXAdapter {
                 }
             }
             if !changed.isEmpty { await publish(changed) }
-            await reportLANMetrics()
+            // The figures are read with bridge/health: once a second is plenty.
+            if now >= nextMetrics {
+                await reportLANMetrics()
+                nextMetrics = now.adding(seconds: 1)
+            }
             try? await clock.sleep(seconds: 0.25)
         }
     }
