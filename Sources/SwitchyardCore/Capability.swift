@@ -15,6 +15,8 @@ public struct Capability: Sendable, Equatable {
         case object([Capability], acceptsText: Bool)
         /// A one-shot action: the command value must be one of these; never part of the state.
         case action([String])
+        /// A JSON array of at most `maxCount` items, each validated as `item` (a strip's zone segments).
+        indirect case list(Capability, maxCount: Int)
     }
 
     public enum Role: Sendable, Equatable {
@@ -92,6 +94,7 @@ public struct Capability: Sendable, Equatable {
         case .text(let n): o["type"] = "text"; o["max_length"] = JSONValue(n)
         case .object(let members, _): o["type"] = "object"; o["members"] = .array(members.map(\.descriptor))
         case .action(let v): o["type"] = "action"; o["values"] = .array(v.map(JSONValue.string))
+        case .list(let item, let n): o["type"] = "list"; o["items"] = item.descriptor; o["max_count"] = JSONValue(n)
         }
         return .object(o)
     }
@@ -159,6 +162,14 @@ extension Capability {
             }
             if out.isEmpty { throw fail("empty object") }
             return .object(out)
+        case .list(let item, let maxCount):
+            guard case .array(let a) = value else { throw fail("expected a list, got \(value.excerpt)") }
+            guard !a.isEmpty else { throw fail("empty list") }
+            guard a.count <= maxCount else { throw fail("\(a.count) items is over \(maxCount)") }
+            var out: [JSONValue] = []
+            out.reserveCapacity(a.count)
+            for (i, v) in a.enumerated() { out.append(try item.validate(v, path: "\(field)[\(i)]")) }
+            return .array(out)
         }
     }
 
@@ -172,6 +183,7 @@ extension Capability {
             var out = o
             for m in members { if let v = o[m.name] { out[m.name] = m.normalise(v) } }
             return .object(out)
+        case (.list(let item, _), .array(let a)): return .array(a.map(item.normalise))
         default: return value
         }
     }

@@ -231,6 +231,7 @@ public struct DeviceRegistry: Sendable {
         ]
         o["model"] = d.model.map(JSONValue.string) ?? .null
         o["manufacturer"] = d.manufacturer.map(JSONValue.string) ?? .null
+        if let v = d.swVersion { o["sw_version"] = .string(v) }
         out.append(.publish(Publication(scheme.deviceDetails(adapter: adapterID, name: rec.name), json: .object(o), retain: true)))
     }
 

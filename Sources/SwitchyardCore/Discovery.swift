@@ -170,7 +170,7 @@ public struct DiscoveryBuilder: Sendable {
                 if case .integer = c.kind { f["state_class"] = "measurement" }
                 if case .number = c.kind { f["state_class"] = "measurement" }
                 add("sensor", c.name, main: false, f)
-            case .object:
+            case .object, .list:
                 continue
             }
         }
