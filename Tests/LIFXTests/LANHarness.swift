@@ -15,6 +15,9 @@ final class LIFXEmulator: Sendable {
     let apiPort: Int
     let child: ChildProcess
     let log: String
+    /// The emulator's HOME: with `persistent: true` it writes each device's whole state (infrared, HEV cycle,
+    /// zones, firmware effects) to `.lifx-emulator/<serial>.json` there, which its REST API does not show.
+    let home: String
 
     static var binary: String? {
         if let p = ProcessInfo.processInfo.environment["SWITCHYARD_LIFX_EMULATOR"] { return p }
@@ -27,11 +30,12 @@ final class LIFXEmulator: Sendable {
         binary == nil ? "lifx-emulator is not installed (make test installs it into .build/lifx-venv; or set SWITCHYARD_LIFX_EMULATOR)" : nil
     }
 
-    private init(port: Int, apiPort: Int, child: ChildProcess, log: String) {
+    private init(port: Int, apiPort: Int, child: ChildProcess, log: String, home: String) {
         self.port = port
         self.apiPort = apiPort
         self.child = child
         self.log = log
+        self.home = home
     }
 
     /// `devices`: the YAML list items (indented two spaces), `scenarios`: an optional YAML block.
@@ -46,13 +50,16 @@ final class LIFXEmulator: Sendable {
         api: true
         api_port: \(apiPort)
         api_host: 127.0.0.1
+        persistent: true
         devices:
         \(devices.replacingOccurrences(of: "PORT", with: "\(port)"))
         \(scenarios)
         """.write(toFile: config, atomically: true, encoding: .utf8)
         let log = dir.appendingPathComponent("emulator.log").path
-        let child = try ChildProcess(path: bin, arguments: ["--config", config], outputFile: log)
-        let e = LIFXEmulator(port: port, apiPort: apiPort, child: child, log: log)
+        var env = ProcessInfo.processInfo.environment
+        env["HOME"] = dir.path
+        let child = try ChildProcess(path: bin, arguments: ["--config", config], environment: env, outputFile: log)
+        let e = LIFXEmulator(port: port, apiPort: apiPort, child: child, log: log, home: dir.path)
         try await waitUntil("the emulator's API", timeout: 30) { (try? await e.get("/api/stats")) != nil }
         return e
     }
@@ -85,6 +92,34 @@ final class LIFXEmulator: Sendable {
     }
 
     func setScenario(_ serial: String, _ json: String) async throws { _ = try await call("PUT", "/api/scenarios/devices/\(serial)", json) }
+
+    /// The device's state as the emulator last saved it (written 0.1 s after a change).
+    func persisted(_ serial: String) -> JSONValue? {
+        guard let data = FileManager.default.contents(atPath: "\(home)/.lifx-emulator/\(serial).json") else { return nil }
+        return try? JSONValue.parse(Array(data))
+    }
+
+    /// Waits until the saved state of a device satisfies `predicate`; returns it.
+    @discardableResult
+    func waitPersisted(_ serial: String, _ what: String, timeout: Double = 15, _ predicate: @escaping @Sendable (JSONValue) -> Bool) async throws -> JSONValue {
+        try await waitUntil("\(serial): \(what)", timeout: timeout) { self.persisted(serial).map(predicate) ?? false }
+        return persisted(serial)!
+    }
+
+    /// The packet types the emulator received for one device lately (its activity log keeps the last 100 packets).
+    func receivedTypes(_ serial: String) async throws -> [Int] {
+        (try await get("/api/activity").arrayValue ?? []).filter { $0["direction"] == "rx" && $0["target"]?.stringValue == serial }
+            .compactMap { $0["packet_type"]?.intValue }
+    }
+}
+
+/// Wire values from the user's units, as the LAN protocol documents them (docs/upstreams/lifx-lan.md
+/// "Messages used"): what a test expects the emulator to hold.
+enum Wire {
+    static func hue(_ degrees: Int) -> Int { Int((Double(degrees) * 65536 / 360).rounded()) % 65536 }
+    static func level(_ percent: Int) -> Int { Int((Double(percent) * 65535 / 100).rounded()) }
+    static func degrees(_ hue: Int) -> Int { Int((Double(hue) * 360 / 65536).rounded()) % 360 }
+    static func percent(_ level: Int) -> Int { Int((Double(level) * 100 / 65535).rounded()) }
 }
 
 /// The LIFX adapter in-process, LAN only (no token), against the emulator.

@@ -9,19 +9,30 @@ import SwitchyardCore
 struct LIFXLANDevice {
     var endpoint: LIFXLANEndpoint
     var target: UInt64
+    /// The product as the device's firmware has it (the products list's upgrades applied).
     var product: LIFXProduct?
-    var firmware: (major: Int, minor: Int)?
     var lastHeard: MonotonicInstant
     var nextPoll: MonotonicInstant
     var polling = false
     var identified = false
-    /// What the device last told us (a Get's reply, or a Set it acknowledged).
+    /// Not a light (a LIFX Switch): heard, never declared.
+    var ignored = false
+    /// What the device last told us (a Get's reply, or a Set it acknowledged), in the user's units for zones.
     var known: (on: Bool, color: LIFXLANMessage.HSBK)?
+    var knownZones: [LIFXZone]?
+    var knownInfrared: Int?
+    /// The device answered extended multizone with StateUnhandled: the legacy messages from then on.
+    var legacyZones = false
     /// A command changed the light's optimistic state; the sender makes the device match it.
     var dirty = false
     var duration = 0.0
     var waiters: [Int] = []
     var sending = false
+    /// One-shot requests for the next send (a newer one replaces one not yet sent).
+    var effect: LIFXEffect?
+    var clean: (on: Bool, seconds: Int)?
+    /// A waveform (breathe, pulse) runs until then: the state names it meanwhile.
+    var waveformUntil: MonotonicInstant?
     var groupUpdated: UInt64 = 0
     var locationUpdated: UInt64 = 0
 }
@@ -86,23 +97,34 @@ extension LIFXAdapter {
         return broadcast + settings.lan.hosts.compactMap { LIFXLANEndpoint($0) }
     }
 
-    /// Discovery with growing gaps (devices asleep on Wi-Fi miss a short window), polls when due,
-    /// availability after `offline_after` without any answer.
+    /// Discovery after 0, 1, 2, 4, 8, 15 and 30 s, then every 60 s (devices asleep on Wi-Fi miss a short
+    /// window); polls when due; availability after `offline_after` without any answer. A device that stops
+    /// answering starts the fast rounds again (at most once a minute), so one that moved to another address
+    /// is found there before it would be marked offline.
     func lanLoop() async {
-        let gaps: [Double] = [1, 2, 4, 8, 15, 30, 60]
+        let gaps = settings.lan.discoveryGaps.isEmpty ? [60] : settings.lan.discoveryGaps
         var round = 0
         var nextDiscovery = clock.now()
         var nextMetrics = clock.now()
+        var lastRestart = MonotonicInstant.distantPast
         while !Task.isCancelled {
             let now = clock.now()
+            if lanLost {
+                lanLost = false
+                if round > 1, (now - lastRestart).seconds >= 60 {
+                    round = 0
+                    nextDiscovery = now
+                    lastRestart = now
+                }
+            }
             if now >= nextDiscovery {
                 await lan?.discover(discoveryTargets)
                 nextDiscovery = now.adding(seconds: gaps[min(round, gaps.count - 1)])
                 round += 1
             }
             var changed: Set<String> = []
-            for (serial, d) in lanDevices {
-                if d.identified, !d.polling, now >= d.nextPoll {
+            for (serial, d) in lanDevices where d.identified {
+                if !d.polling, now >= d.nextPoll {
                     lanDevices[serial]?.polling = true
                     lanWork?.yield(.poll(serial))
                 }
@@ -133,7 +155,11 @@ extension LIFXAdapter {
             lanDevices[serial] = LIFXLANDevice(endpoint: endpoint, target: p.header.target, lastHeard: clock.now(), nextPoll: clock.now())
             lanWork?.yield(.identify(serial))
         } else {
-            lanDevices[serial]?.endpoint = endpoint
+            // The device may have moved (a new DHCP lease): its requests follow it, retries included.
+            if lanDevices[serial]?.endpoint != endpoint {
+                lanDevices[serial]?.endpoint = endpoint
+                await lan?.moved(p.header.target, to: endpoint)
+            }
             heard(serial)
         }
     }
@@ -143,14 +169,24 @@ extension LIFXAdapter {
         lanDevices[serial]?.lastHeard = clock.now()
     }
 
+    /// One request and its reply of type `expect`; nil on time-out or when the device does not know the type.
     func lanRequest(_ serial: String, _ type: UInt16, _ payload: [UInt8] = [], expect: UInt16, ack: Bool = false) async -> LIFXLANPacket? {
+        let r = await lanRead(serial, type, payload, expect: [expect], ack: ack, complete: LIFXLANClient.one)?.first
+        return r?.header.type == expect ? r : nil
+    }
+
+    /// A request answered by one packet or several (`complete` says when they are all in). The replies, or
+    /// a lone StateUnhandled when the device does not know the type; nil when it did not answer.
+    func lanRead(_ serial: String, _ type: UInt16, _ payload: [UInt8] = [], expect: Set<UInt16>, ack: Bool = false,
+                 complete: @escaping @Sendable ([LIFXLANPacket]) -> Bool) async -> [LIFXLANPacket]? {
         guard let lan, let d = lanDevices[serial] else { return nil }
-        let r = await lan.request(type, payload: payload, serial: d.target, to: d.endpoint, expect: [expect], ack: ack)
-        if r != nil { heard(serial) }
+        let r = await lan.request(type, payload: payload, serial: d.target, to: d.endpoint, expect: expect, ack: ack, complete: complete)
+        if r != nil { heard(serial) } else { lanLost = true }
         return r
     }
 
-    /// A newly discovered device: product, firmware, group, location, then its state.
+    /// A newly discovered device: product and firmware (the product's upgrades for that firmware), group,
+    /// location, then its state.
     func identify(_ serial: String) async {
         var product: LIFXProduct?
         if let v = await lanRequest(serial, LIFXLANMessage.getVersion, expect: LIFXLANMessage.stateVersion),
@@ -159,6 +195,12 @@ extension LIFXAdapter {
         }
         let fw = await lanRequest(serial, LIFXLANMessage.getHostFirmware, expect: LIFXLANMessage.stateHostFirmware)
             .flatMap { LIFXLANMessage.firmware($0.payload) }
+        product = product?.at(firmware: fw)
+        if let product, !product.isLight {
+            // A LIFX Switch answers discovery too; it has no light to bridge.
+            lanDevices[serial]?.ignored = true
+            return
+        }
         let group = await lanRequest(serial, LIFXLANMessage.getGroup, expect: LIFXLANMessage.stateGroup).flatMap { LIFXLANMessage.membership($0.payload) }
         let location = await lanRequest(serial, LIFXLANMessage.getLocation, expect: LIFXLANMessage.stateLocation)
             .flatMap { LIFXLANMessage.membership($0.payload) }
@@ -171,7 +213,6 @@ extension LIFXAdapter {
             return
         }
         lanDevices[serial]?.product = product
-        lanDevices[serial]?.firmware = fw
         var l = lights[serial] ?? LIFXLight(id: serial)
         if let product {
             l.caps.hasColor = product.hasColor
@@ -181,8 +222,10 @@ extension LIFXAdapter {
             l.caps.hasIR = product.infrared
             l.caps.hasMultizone = product.multizone
             l.caps.hasMatrix = product.matrix
-            if l.model == nil { l.model = product.name }
+            l.caps.hasHEV = product.hev
+            if l.model == nil || l.via == "cloud" { l.model = product.name }
         }
+        if let fw { l.firmware = "\(fw.major).\(fw.minor)" }
         // Groups and locations from the LAN labels: the newest `updated_at` among the lights wins.
         if let g = group, !g.label.isEmpty { l.group = newest(g, \.group, \.groupUpdated) }
         if let loc = location, !loc.label.isEmpty { l.location = newest(loc, \.location, \.locationUpdated) }
@@ -208,19 +251,60 @@ extension LIFXAdapter {
         return LIFXRef(id: m.id, name: name)
     }
 
-    /// Reads a device's state. While a command is changing the light, its optimistic values stay.
+    /// Reads a device's state: the light, and per product its zones, infrared level, clean cycle and
+    /// firmware effect. While a command is changing the light, its optimistic values stay. A reply with a
+    /// value no device reports (kelvin outside 1000–12000 K, zones that contradict each other) is dropped
+    /// and counted (`invalid`).
     func poll(_ serial: String) async {
         defer {
             lanDevices[serial]?.polling = false
             lanDevices[serial]?.nextPoll = clock.now().adding(seconds: settings.lan.pollInterval)
         }
-        guard let r = await lanRequest(serial, LIFXLANMessage.lightGet, expect: LIFXLANMessage.lightState),
-              let st = LIFXLANMessage.lightState(r.payload), st.color.kelvin >= 1000, st.color.kelvin <= 12000 else { return }
+        guard let r = await lanRequest(serial, LIFXLANMessage.lightGet, expect: LIFXLANMessage.lightState) else { return }
+        guard let st = LIFXLANMessage.lightState(r.payload), st.color.plausible else { lanInvalid += 1; return }
+        guard let product = lanDevices[serial]?.product else { return }
+        let zones = product.multizone ? await readZones(serial) : nil
+        let infrared = product.infrared
+            ? await lanRequest(serial, LIFXLANMessage.getInfrared, expect: LIFXLANMessage.stateInfrared).flatMap { LIFXLANMessage.infrared($0.payload) }
+            : nil
+        var clean: LIFXClean?
+        if product.hev, let h = await lanRequest(serial, LIFXLANMessage.getHevCycle, expect: LIFXLANMessage.stateHevCycle),
+           let cycle = LIFXLANMessage.hevCycle(h.payload) {
+            let result = await lanRequest(serial, LIFXLANMessage.getLastHevCycleResult, expect: LIFXLANMessage.stateLastHevCycleResult)
+                .flatMap { LIFXLANMessage.hevResult($0.payload) }
+            clean = LIFXClean(active: cycle.remainingS > 0, remaining: Int(min(cycle.remainingS, 86_400)), lastResult: result)
+        }
+        var firmwareEffect: UInt8?
+        if product.multizone {
+            firmwareEffect = await lanRequest(serial, LIFXLANMessage.getMultiZoneEffect, expect: LIFXLANMessage.stateMultiZoneEffect)
+                .flatMap(LIFXLANMessage.effectType)
+        } else if product.matrix {
+            firmwareEffect = await lanRequest(serial, LIFXLANMessage.tileGetEffect, LIFXLANMessage.tileGetEffectPayload,
+                                              expect: LIFXLANMessage.tileStateEffect).flatMap(LIFXLANMessage.effectType)
+        }
         guard var l = lights[serial], let d = lanDevices[serial] else { return }
         lanDevices[serial]?.known = (st.on, st.color)
+        if let zones { lanDevices[serial]?.knownZones = zones.map(LIFXZone.init) }
+        if let infrared { lanDevices[serial]?.knownInfrared = LIFXLight.percent(Double(infrared) / 65535) }
         let before = l
         if !d.dirty && !d.sending {
             l.show(on: st.on, st.color)
+            if let zones { l.zones = zones.map(LIFXZone.init) }
+            if let infrared { l.infrared = LIFXLight.percent(Double(infrared) / 65535) }
+            if let clean { l.clean = clean }
+        }
+        // The effect the light runs: a waveform the bridge started, else what its firmware says.
+        if let until = d.waveformUntil, clock.now() < until {
+            // still running
+        } else {
+            lanDevices[serial]?.waveformUntil = nil
+            switch firmwareEffect {
+            case 1?: l.effect = "move"
+            case 2?: l.effect = "morph"
+            case 3?: l.effect = "flame"
+            case 5?: l.effect = "sky"
+            default: if !d.dirty && !d.sending { l.effect = "off" }
+            }
         }
         if !st.label.isEmpty { l.label = st.label }
         l.connected = true
@@ -232,70 +316,47 @@ extension LIFXAdapter {
         }
     }
 
+    /// A multizone light's zones: extended multizone where the product (at its firmware) has it, else, or
+    /// when the device answers StateUnhandled, the legacy messages (8 zones a reply). Replies are taken in any
+    /// order and over as many packets as the zone count needs.
+    func readZones(_ serial: String) async -> [LIFXLANMessage.HSBK]? {
+        guard let d = lanDevices[serial], let p = d.product, p.multizone else { return nil }
+        let done: @Sendable ([LIFXLANPacket]) -> Bool = { packets in
+            var a = LIFXZoneAssembler()
+            for x in packets { a.add(x) }
+            return a.isComplete || a.invalid
+        }
+        var replies: [LIFXLANPacket]?
+        if p.extendedMultizone && !d.legacyZones {
+            replies = await lanRead(serial, LIFXLANMessage.extendedGetColorZones, expect: [LIFXLANMessage.extendedStateMultiZone], complete: done)
+            if replies?.first?.header.type == LIFXLANMessage.stateUnhandled {
+                lanDevices[serial]?.legacyZones = true
+                replies = nil
+            } else {
+                return assemble(replies)
+            }
+        }
+        replies = await lanRead(serial, LIFXLANMessage.getColorZones, LIFXLANMessage.getColorZones(start: 0, end: 255),
+                                expect: [LIFXLANMessage.stateZone, LIFXLANMessage.stateMultiZone], complete: done)
+        return assemble(replies)
+    }
+
+    func assemble(_ replies: [LIFXLANPacket]?) -> [LIFXLANMessage.HSBK]? {
+        guard let replies else { return nil }
+        var a = LIFXZoneAssembler()
+        for p in replies { a.add(p) }
+        if a.invalid { lanInvalid += 1 }
+        return a.complete
+    }
+
     /// Whether a light is reached over the LAN now.
     func onLAN(_ id: String) -> Bool { lanDevices[id]?.identified == true }
-
-    /// Queues the light's (already applied, optimistic) state to be sent over the LAN; a newer command
-    /// before the send replaces it. Returns the ticket its outcome arrives under.
-    func lanCommand(_ id: String, duration: Double) -> Int {
-        let ticket = nextLANTicket
-        nextLANTicket -= 1
-        lanDevices[id]?.dirty = true
-        lanDevices[id]?.duration = duration
-        lanDevices[id]?.waiters.append(ticket)
-        if lanDevices[id]?.sending == false {
-            lanDevices[id]?.sending = true
-            lanWork?.yield(.send(id))
-        }
-        return ticket
-    }
-
-    /// Makes the device match the light's state: SetColor and SetPower (each acknowledged, retried),
-    /// only what differs from what the device last told us. Repeats while commands keep arriving.
-    func lanSend(_ serial: String) async {
-        while let d = lanDevices[serial], d.dirty, let l = lights[serial] {
-            lanDevices[serial]?.dirty = false
-            let tickets = d.waiters
-            lanDevices[serial]?.waiters = []
-            let ms = UInt32(min(max(d.duration, 0), 86_400) * 1000)
-            let color = LIFXLANMessage.HSBK(degrees: l.hue, saturationPercent: l.caps.hasColor ? l.saturation : 0,
-                                            brightnessPercent: l.brightness, kelvin: l.kelvin)
-            var ok = true
-            let sameColor = d.known.map { k in
-                k.color.degrees == color.degrees && k.color.saturationPercent == color.saturationPercent
-                    && k.color.brightnessPercent == color.brightnessPercent && k.color.kelvin == color.kelvin
-            } ?? false
-            if !sameColor {
-                ok = await lanRequest(serial, LIFXLANMessage.setColor, LIFXLANMessage.setColor(color, durationMs: ms),
-                                      expect: LIFXLANMessage.acknowledgement, ack: true) != nil
-                if ok { lanDevices[serial]?.known = (d.known?.on ?? !l.on, color) }
-            }
-            if ok && d.known?.on != l.on {
-                ok = await lanRequest(serial, LIFXLANMessage.lightSetPower, LIFXLANMessage.setPower(on: l.on, durationMs: ms),
-                                      expect: LIFXLANMessage.acknowledgement, ack: true) != nil
-                if ok {
-                    let knownColor = lanDevices[serial]?.known?.color ?? color
-                    lanDevices[serial]?.known = (l.on, knownColor)
-                }
-            }
-            if ok {
-                finish(tickets, .success(()))
-            } else {
-                finish(tickets, .failure(AdapterError("\(l.label.isEmpty ? serial : l.label) did not answer over the LAN (timeout)")))
-                // What the light shows is what it last told us, unless a newer command is on its way.
-                if lanDevices[serial]?.dirty == false, let k = lanDevices[serial]?.known {
-                    lights[serial]?.show(on: k.on, k.color)
-                    await publish([serial])
-                }
-            }
-        }
-        lanDevices[serial]?.sending = false
-    }
 
     func reportLANMetrics() async {
         guard let lan else { return }
         var m = await lan.metrics
-        m["devices"] = JSONValue(lanDevices.count)
+        m["devices"] = JSONValue(lanDevices.values.filter(\.identified).count)
+        m["invalid"] = JSONValue(lanInvalid)
         lanMetrics = m
         await reportMetrics()
     }

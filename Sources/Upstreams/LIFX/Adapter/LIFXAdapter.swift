@@ -42,6 +42,8 @@ public struct LIFXLANSettings: Sendable, Equatable {
     public var offlineAfter = 90.0
     /// The local UDP port (0: the kernel's choice; a fixed one helps through firewalls).
     public var localPort = 0
+    /// Waits between discovery rounds, the last repeating (not a config key: tests shorten the slow phase).
+    public var discoveryGaps: [Double] = [1, 2, 4, 8, 15, 30, 60]
     public init() {}
 }
 
@@ -85,6 +87,10 @@ public actor LIFXAdapter: Adapter {
     var lanWork: AsyncStream<LANWork>.Continuation?
     var nextLANTicket = -1
     var lanMetrics: [String: JSONValue]?
+    /// A device stopped answering: discovery goes fast again (it may have moved).
+    var lanLost = false
+    /// Replies with values no device reports, dropped.
+    var lanInvalid = 0
 
     public init(settings: LIFXSettings, clock: any BridgeClock = SystemClock()) {
         self.settings = settings
@@ -168,6 +174,15 @@ public actor LIFXAdapter: Adapter {
 
     // MARK: targets
 
+    /// The fields of a command only the LAN path drives.
+    struct LANFields {
+        var zones: JSONValue?
+        var infrared: JSONValue?
+        var cleanCycle: JSONValue?
+        var cleanDuration: JSONValue?
+        var isEmpty: Bool { zones == nil && infrared == nil && cleanCycle == nil && cleanDuration == nil }
+    }
+
     func target(_ deviceID: String) throws(AdapterError) -> LIFXTarget {
         if let l = lights[deviceID] { return LIFXTarget(selector: "id:\(l.id)", lights: [l.id], label: l.label.isEmpty ? l.id : l.label) }
         for (prefix, sel) in [("group_", "group_id:"), ("location_", "location_id:")] where deviceID.hasPrefix(prefix) {
@@ -208,49 +223,117 @@ public actor LIFXAdapter: Adapter {
     // MARK: commands
 
     /// Plans a validated command, applies it optimistically and queues its requests. Returns the tickets
-    /// whose outcomes the command waits for.
+    /// whose outcomes the command waits for. Everything is checked before anything changes: a refused
+    /// command leaves the state as it was and sends nothing.
     func plan(_ command: DeviceCommand) async throws -> [Int] {
         if command.deviceID.hasPrefix("scene_") { return [try await activate(command)] }
         let t = try target(command.deviceID)
-        let plan = try LIFXCommandPlanner.plan(command.fields, target: t, members: t.lights.compactMap { lights[$0] },
-                                               defaultTransition: settings.defaultTransition)
-        for note in plan.notes { await context?.log(.info, note, deviceID: command.deviceID) }
-        var tickets: [Int] = []
-        var touched: Set<String> = []
-        // Lights found on the LAN are commanded over the LAN; the rest (and effects) over the cloud.
+        // Fields only the LAN path drives (declared on LAN lights with the feature): checked here, sent below.
+        var fields = command.fields
+        let lanOnly = LANFields(zones: fields.removeValue(forKey: "zones"), infrared: fields.removeValue(forKey: "infrared"),
+                                cleanCycle: fields.removeValue(forKey: "clean_cycle"), cleanDuration: fields.removeValue(forKey: "clean_duration"))
+        let plan = fields.keys.contains(where: { $0 != "transition" }) || lanOnly.isEmpty
+            ? try LIFXCommandPlanner.plan(fields, target: t, members: t.lights.compactMap { lights[$0] }, defaultTransition: settings.defaultTransition)
+            : LIFXCommandPlanner.Plan()
+        let duration = fields["transition"]?.doubleValue ?? settings.defaultTransition
+        var extra: (id: String, light: LIFXLight, clean: (on: Bool, seconds: Int)?, notes: [String])?
+        if !lanOnly.isEmpty { extra = try planLAN(lanOnly, target: t, after: plan) }
+        // Lights found on the LAN are commanded over the LAN; the rest over the cloud.
         let lanIDs = t.lights.filter(onLAN)
         let cloudIDs = t.lights.filter { !onLAN($0) }
-        let needsCloud = !cloudIDs.isEmpty || plan.kinds.contains { if case .effect = $0 { return true }; return false }
-        if needsCloud && http == nil {
+        if !cloudIDs.isEmpty && http == nil {
             throw AdapterError(settings.lan.enabled && (settings.token ?? "").isEmpty
-                ? (cloudIDs.isEmpty ? "effects go through the LIFX cloud: set lifx.token" : "\(t.label) is not reachable on the LAN (and no lifx.token is set)")
-                : "the LIFX cloud is not connected")
+                ? "\(t.label) is not reachable on the LAN (and no lifx.token is set)" : "the LIFX cloud is not connected")
         }
+        // An effect a string named (the core passes effect strings through) that no light of the target runs.
+        let members = t.lights.compactMap { lights[$0] }
+        if let e = plan.effect, !members.contains(where: { Self.runs(e, $0) }) {
+            let names = LIFXCommandPlanner.effectNames(multizone: members.contains { $0.caps.hasMultizone }, matrix: members.contains { $0.caps.hasMatrix })
+            throw AdapterError("effect \(e.name): \(t.label) cannot run it (its effects: \(names.joined(separator: ", ")))")
+        }
+        for note in plan.notes + (extra?.notes ?? []) { await context?.log(.info, note, deviceID: command.deviceID) }
+        var tickets: [Int] = []
+        var touched: Set<String> = []
+        let cloudSelector = lanIDs.isEmpty ? t.selector : cloudIDs.map { "id:\($0)" }.joined(separator: ",")
         for kind in plan.kinds {
             switch kind {
             case .set, .delta:
                 let previous = apply(to: t.lights, &touched) { l in
                     if case .set(let s) = kind { l.apply(s) } else if case .delta(let d) = kind { l.apply(d) }
                 }
-                let duration: Double
-                switch kind {
-                case .set(let s): duration = s.duration
-                case .delta(let d): duration = d.duration
-                default: duration = 0
-                }
-                for id in lanIDs { tickets.append(lanCommand(id, duration: duration)) }
+                var d = duration
+                if case .set(let s) = kind { d = s.duration } else if case .delta(let x) = kind { d = x.duration }
+                for id in lanIDs { tickets.append(lanCommand(id, duration: d)) }
                 if !cloudIDs.isEmpty {
-                    let selector = lanIDs.isEmpty ? t.selector : cloudIDs.map { "id:\($0)" }.joined(separator: ",")
-                    var op = LIFXOp(kind: kind, selector: selector, lights: cloudIDs, label: t.label)
+                    var op = LIFXOp(kind: kind, selector: cloudSelector, lights: cloudIDs, label: t.label)
                     op.previous = previous.filter { cloudIDs.contains($0.key) }
                     tickets.append(enqueue(op))
                 }
+            case .effect:
+                for id in lanIDs where applyEffect(plan.effect!, to: id) {
+                    touched.insert(id)
+                    tickets.append(lanCommand(id, duration: 0, effect: plan.effect))
+                }
+                if !cloudIDs.isEmpty { tickets.append(enqueue(LIFXOp(kind: kind, selector: cloudSelector, lights: cloudIDs, label: t.label))) }
             default:
                 tickets.append(enqueue(LIFXOp(kind: kind, selector: t.selector, lights: t.lights, label: t.label)))
             }
         }
+        if let extra, var l = lights[extra.id] {
+            // What planLAN worked out on top of the rest of the command (which is applied by now).
+            l.zones = extra.light.zones
+            l.infrared = extra.light.infrared
+            l.clean = extra.light.clean
+            if plan.kinds.isEmpty { l.on = extra.light.on }
+            lights[extra.id] = l
+            touched.insert(extra.id)
+            tickets.append(lanCommand(extra.id, duration: duration, clean: extra.clean))
+        }
         await publish(touched)
         return tickets
+    }
+
+    /// Whether a light can run an effect (move needs zones, morph and flame a matrix).
+    static func runs(_ e: LIFXEffect, _ l: LIFXLight) -> Bool {
+        switch e.name {
+        case "move": return l.caps.hasMultizone
+        case "morph", "flame": return l.caps.hasMatrix
+        default: return true
+        }
+    }
+
+    /// `zones`, `infrared`, `clean_cycle`/`clean_duration` of a command, checked against the one LAN light
+    /// they go to; the light as they leave it (on top of the rest of the command, applied later).
+    func planLAN(_ f: LANFields, target t: LIFXTarget, after plan: LIFXCommandPlanner.Plan) throws(AdapterError)
+        -> (id: String, light: LIFXLight, clean: (on: Bool, seconds: Int)?, notes: [String]) {
+        guard t.lights.count == 1, let id = t.lights.first, onLAN(id), var l = lights[id] else {
+            throw AdapterError("zones, infrared and the clean cycle go to one light reached over the LAN")
+        }
+        // The rest of the command first (a brightness for the whole strip, then zones on top).
+        for kind in plan.kinds {
+            if case .set(let s) = kind { l.apply(s) } else if case .delta(let d) = kind { l.apply(d) }
+        }
+        var notes: [String] = []
+        if let z = f.zones {
+            guard var zones = l.zones else { throw AdapterError("the zones of \(t.label) are not read yet; try again in a moment") }
+            notes = try LIFXZone.apply(segments: z.arrayValue ?? [], to: &zones, kelvinRange: l.caps.minKelvin...max(l.caps.minKelvin, l.caps.maxKelvin))
+            l.zones = zones
+            // Like a colour without a state: the light comes on.
+            if plan.kinds.isEmpty { l.on = true }
+        }
+        if let ir = f.infrared?.intValue { l.infrared = ir }
+        var clean: (on: Bool, seconds: Int)?
+        if let c = f.cleanCycle {
+            let on = c == "ON"
+            clean = (on, f.cleanDuration?.intValue ?? 0)
+            var state = l.clean ?? LIFXClean()
+            state.active = on
+            if !on { state.remaining = 0 } else if let s = f.cleanDuration?.intValue, s > 0 { state.remaining = s }
+            l.clean = state
+        } else if f.cleanDuration != nil {
+            throw AdapterError("clean_duration goes with clean_cycle ON (e.g. {\"clean_cycle\": \"ON\", \"clean_duration\": 3600})")
+        }
+        return (id, l, clean, notes)
     }
 
     /// Applies a change to lights now; returns their previous values (for a revert).
@@ -378,13 +461,13 @@ public actor LIFXAdapter: Adapter {
     /// a steady light publishes nothing.
     func merge(_ listed: LIFXLight) {
         var l = listed
-        // A light reached over the LAN keeps what the LAN says; the cloud adds what the LAN lacks.
-        if onLAN(l.id), let lan = lights[l.id] {
-            l.values = lan.values
-            l.connected = lan.connected
-            l.label = lan.label   // the device's own label, not a second name that would rename its topics
-            l.via = "lan"
-            lights[l.id] = l
+        // A light reached over the LAN keeps what the LAN says (its state, label, capabilities from the
+        // product list, zones…); the cloud adds what the LAN lacks (last_seen, and its group where the LAN has none).
+        if onLAN(l.id), var lan = lights[l.id] {
+            lan.lastSeen = l.lastSeen
+            if lan.group == nil { lan.group = l.group }
+            if lan.location == nil { lan.location = l.location }
+            lights[l.id] = lan
             return
         }
         if let old = lights[l.id] {

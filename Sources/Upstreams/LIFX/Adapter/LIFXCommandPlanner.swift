@@ -15,9 +15,9 @@ enum LIFXCommandPlanner {
         var kinds: [LIFXOp.Kind] = []
         /// What the user should know that did not stop the command (a clamped colour temperature).
         var notes: [String] = []
+        /// The effect, read: the LAN path sends it as a waveform or a firmware effect.
+        var effect: LIFXEffect?
     }
-
-    static let effectNames = ["breathe", "pulse", "off"]
 
     static func plan(_ command: [String: JSONValue], target t: LIFXTarget, members: [LIFXLight],
                      defaultTransition: Double) throws(AdapterError) -> Plan {
@@ -84,15 +84,33 @@ enum LIFXCommandPlanner {
         if set.power != nil || set.brightness != nil || !set.color.isEmpty { plan.kinds.append(.set(set)) }
         if delta.brightness != nil || delta.kelvin != nil { plan.kinds.append(.delta(delta)) }
         if let fx = f["effect"] {
-            let (name, body) = try effect(fx)
-            plan.kinds.append(.effect(name: name, body: body))
+            let e = try effect(fx)
+            plan.effect = e
+            plan.kinds.append(.effect(name: e.name, body: e.cloudBody))
         }
         if plan.kinds.isEmpty { throw AdapterError("nothing to do: the command changes no field") }
         return plan
     }
 
-    /// `"breathe"` or `{"name": "pulse", "color": "red", "period": 2, "cycles": 3, …}` → request body.
-    static func effect(_ v: JSONValue) throws(AdapterError) -> (String, [String: JSONValue]) {
+    /// The options each effect takes (docs/topics.md "LIFX"): breathe and pulse are waveforms on any light;
+    /// move runs on multizone lights, morph and flame on matrix lights (firmware effects).
+    static let effectOptions: [String: [String]] = [
+        "breathe": ["color", "from_color", "period", "cycles", "persist", "power_on", "peak"],
+        "pulse": ["color", "from_color", "period", "cycles", "persist", "power_on"],
+        "move": ["direction", "period", "cycles", "power_on"],
+        "morph": ["period", "duration", "palette", "power_on"],
+        "flame": ["period", "duration", "power_on"],
+        "off": ["power_off"],
+    ]
+
+    /// The effects a light (or a group with such members) can run.
+    static func effectNames(multizone: Bool, matrix: Bool) -> [String] {
+        ["breathe", "pulse"] + (multizone ? ["move"] : []) + (matrix ? ["morph", "flame"] : []) + ["off"]
+    }
+
+    /// `"breathe"` or `{"name": "pulse", "color": "red", "period": 2, "cycles": 3, …}`: the effect with its
+    /// options read, and the body of the cloud's `POST /lights/<selector>/effects/<name>`.
+    static func effect(_ v: JSONValue) throws(AdapterError) -> LIFXEffect {
         var options: [String: JSONValue] = [:]
         let name: String
         switch v {
@@ -105,40 +123,95 @@ enum LIFXCommandPlanner {
             name = n.lowercased()
         default: throw AdapterError("effect: expected a name or an object")
         }
-        guard effectNames.contains(name) else {
-            throw AdapterError("effect: unknown effect '\(name)' (expected \(effectNames.joined(separator: ", ")))")
+        guard let allowed = effectOptions[name] else {
+            throw AdapterError("effect: unknown effect '\(name.excerpt(40))' (expected \(effectNames.joined(separator: ", ")))")
         }
-        if name == "off" {
-            let extra = options.keys.filter { $0 != "power_off" }
-            if !extra.isEmpty { throw AdapterError("effect off: unknown option \(extra.sorted().joined(separator: ", ")) (expected power_off)") }
-            return (name, ["power_off": options["power_off"] ?? .bool(false)])
+        let extra = options.keys.filter { !allowed.contains($0) }
+        if !extra.isEmpty {
+            throw AdapterError("effect \(name): unknown option \(extra.sorted().joined(separator: ", ")) (expected \(allowed.joined(separator: ", ")))")
         }
-        var body: [String: JSONValue] = [:]
-        func colour(_ key: String) throws(AdapterError) -> String? {
-            guard case .string(let text)? = options[key] else { return nil }
-            do {
-                let c = try LIFXColorChange.parse(text)
-                var parts = c.wireString.map { [$0] } ?? []
-                if let b = c.brightness { parts.append("brightness:\(LIFXColorChange.format(b))") }
-                return parts.joined(separator: " ")
-            } catch {
-                throw AdapterError("effect \(key): \(error.description); nothing was sent")
+        var e = LIFXEffect(name: name)
+        func colour(_ key: String, _ text: String) throws(AdapterError) -> LIFXColorChange {
+            let c: LIFXColorChange
+            do { c = try LIFXColorChange.parse(text) } catch { throw AdapterError("effect \(key): \(error.description); nothing was sent") }
+            if c.random && name == "morph" { throw AdapterError("effect \(key): random is not a palette colour; nothing was sent") }
+            return c
+        }
+        if case .string(let t)? = options["color"] { e.color = try colour("color", t) }
+        if case .string(let t)? = options["from_color"] { e.fromColor = try colour("from_color", t) }
+        if let p = options["period"]?.doubleValue { e.period = p }
+        if let c = options["cycles"]?.doubleValue { e.cycles = c }
+        if let d = options["duration"]?.doubleValue { e.duration = d }
+        if case .bool(let b)? = options["persist"] { e.persist = b }
+        if case .bool(let b)? = options["power_on"] { e.powerOn = b }
+        if case .bool(let b)? = options["power_off"] { e.powerOff = b }
+        if let p = options["peak"]?.doubleValue { e.peak = p }
+        if case .string(let d)? = options["direction"] { e.forward = d.lowercased() != "backward" }
+        if case .array(let list)? = options["palette"] {
+            for (i, item) in list.enumerated() {
+                guard case .string(let t) = item else { throw AdapterError("effect palette[\(i)]: expected a colour string") }
+                e.palette.append(try colour("palette[\(i)]", t))
             }
         }
-        // Without a colour, breathe and pulse dip to 10 % brightness and back.
-        body["color"] = .string(try colour("color") ?? "brightness:0.1")
-        if let from = try colour("from_color") { body["from_color"] = .string(from) }
-        for key in ["period", "cycles", "persist", "power_on"] { if let v = options[key] { body[key] = v } }
-        if let peak = options["peak"] {
-            guard name == "breathe" else { throw AdapterError("effect pulse: peak applies to breathe only") }
-            body["peak"] = peak
+        // The cloud's body: what was given, colours re-encoded canonically.
+        var body: [String: JSONValue] = [:]
+        func wire(_ c: LIFXColorChange) -> String {
+            var parts = c.wireString.map { [$0] } ?? []
+            if let b = c.brightness { parts.append("brightness:\(LIFXColorChange.format(b))") }
+            return parts.joined(separator: " ")
         }
-        return (name, body)
+        switch name {
+        case "off":
+            body["power_off"] = .bool(e.powerOff)
+        case "breathe", "pulse":
+            // Without a colour, breathe and pulse dip to 10 % brightness and back.
+            body["color"] = .string(e.color.map(wire) ?? "brightness:0.1")
+            if let f = e.fromColor { body["from_color"] = .string(wire(f)) }
+            for key in ["period", "cycles", "persist", "power_on", "peak"] { if let v = options[key] { body[key] = v } }
+        default:
+            for key in ["direction", "period", "cycles", "duration", "power_on"] { if let v = options[key] { body[key] = v } }
+            if !e.palette.isEmpty { body["palette"] = .array(e.palette.map { .string(wire($0)) }) }
+        }
+        e.cloudBody = body
+        return e
     }
+
+    static var effectNames: [String] { ["breathe", "pulse", "move", "morph", "flame", "off"] }
 
     /// A scene command: `{"activate": true}` (or ACTIVATE) with an optional transition → its duration.
     static func sceneActivation(_ command: [String: JSONValue], defaultTransition: Double) throws(AdapterError) -> Double {
         guard command["activate"] == .bool(true) else { throw AdapterError("scene: send ACTIVATE or {\"activate\": true}") }
         return command["transition"]?.doubleValue ?? defaultTransition
+    }
+}
+
+/// An effect as a command asks for it (docs/topics.md "LIFX", effects), in the user's units: seconds, 0–1.
+struct LIFXEffect: Sendable, Equatable {
+    var name: String
+    /// breathe / pulse: the colour to go to (nil: 10 % brightness), and where to start from.
+    var color: LIFXColorChange?
+    var fromColor: LIFXColorChange?
+    var period = 1.0
+    /// nil: the cloud's default (one for breathe and pulse, until stopped for firmware effects).
+    var cycles: Double?
+    var persist = false
+    var powerOn = true
+    var peak = 0.5
+    var powerOff = false
+    /// move: forward (towards the far end) or backward.
+    var forward = true
+    /// morph / flame: seconds to run, nil = until stopped.
+    var duration: Double?
+    var palette: [LIFXColorChange] = []
+    var cloudBody: [String: JSONValue] = [:]
+
+    var isWaveform: Bool { name == "breathe" || name == "pulse" }
+    var isFirmware: Bool { name == "move" || name == "morph" || name == "flame" }
+
+    /// Seconds the effect runs, when it ends by itself.
+    var runs: Double? {
+        if isWaveform { return period * (cycles ?? 1) }
+        if name == "move" { return cycles.map { $0 * period } }
+        return duration
     }
 }

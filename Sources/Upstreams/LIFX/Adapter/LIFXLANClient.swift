@@ -151,11 +151,16 @@ final class LIFXLANSocket: Sendable {
 /// address, at most 20 datagrams a second to one device, retries with growing gaps and a new sequence
 /// each, at most `gaps.count` datagrams per request. Counts what it refuses.
 actor LIFXLANClient {
+    /// A request waiting under one sequence: the replies so far, until `complete` says they are all there
+    /// (one for most requests; a zone read takes as many as the zone count needs).
     struct Pending {
-        let serial: UInt64
         let expect: Set<UInt16>
-        let continuation: CheckedContinuation<LIFXLANPacket?, Never>
+        var replies: [LIFXLANPacket] = []
+        let complete: @Sendable ([LIFXLANPacket]) -> Bool
+        let continuation: CheckedContinuation<[LIFXLANPacket], Never>
     }
+
+    static let one: @Sendable ([LIFXLANPacket]) -> Bool = { !$0.isEmpty }
 
     let socket: LIFXLANSocket
     let clock: any BridgeClock
@@ -165,6 +170,8 @@ actor LIFXLANClient {
     var sequences: [UInt64: UInt8] = [:]
     var nextSend: [UInt64: MonotonicInstant] = [:]
     var pending: [UInt64: [UInt8: Pending]] = [:]
+    /// Where each device answers now (discovery moves it): every attempt of a request goes there.
+    var endpoints: [UInt64: LIFXLANEndpoint] = [:]
     /// Every reply that was not matched to a request goes here (discovery, unsolicited states).
     let unsolicited: @Sendable (LIFXLANPacket, LIFXLANEndpoint) async -> Void
     var counts = (sent: 0, received: 0, malformed: 0, foreign: 0, unmatched: 0, retries: 0, timeouts: 0)
@@ -185,10 +192,23 @@ actor LIFXLANClient {
             counts.received += 1
             guard let p = LIFXLANPacket.decode(d.bytes) else { counts.malformed += 1; continue }
             guard p.header.source == source else { counts.foreign += 1; continue }
-            if var waiting = pending[p.header.target], let w = waiting[p.header.sequence], w.expect.contains(p.header.type) {
-                waiting[p.header.sequence] = nil
+            // A reply to a waiting request (or the device saying it does not know the request's type).
+            if var waiting = pending[p.header.target], var w = waiting[p.header.sequence],
+               w.expect.contains(p.header.type) || p.header.type == LIFXLANMessage.stateUnhandled {
+                if p.header.type == LIFXLANMessage.stateUnhandled {
+                    w.replies = [p]
+                } else {
+                    // Replies held per request are bounded: more than a zone read can need is not taken.
+                    guard w.replies.count < Self.maxReplies else { counts.unmatched += 1; continue }
+                    w.replies.append(p)
+                }
+                if p.header.type == LIFXLANMessage.stateUnhandled || w.complete(w.replies) {
+                    waiting[p.header.sequence] = nil
+                    w.continuation.resume(returning: w.replies)
+                } else {
+                    waiting[p.header.sequence] = w
+                }
                 pending[p.header.target] = waiting.isEmpty ? nil : waiting
-                w.continuation.resume(returning: p)
                 continue
             }
             if p.header.type == LIFXLANMessage.stateService || p.header.type == LIFXLANMessage.lightState {
@@ -214,9 +234,18 @@ actor LIFXLANClient {
     }
 
     /// Sends a request until a reply of one of `expect` types arrives or the retries are spent; nil on
-    /// time-out. A Set goes with ack_required and expects the Acknowledgement.
+    /// time-out. A Set goes with ack_required and expects the Acknowledgement. A device that does not know
+    /// the type answers StateUnhandled: that reply is returned at once (not retried).
     func request(_ type: UInt16, payload: [UInt8] = [], serial: UInt64, to endpoint: LIFXLANEndpoint,
                  expect: Set<UInt16>, ack: Bool = false) async -> LIFXLANPacket? {
+        await request(type, payload: payload, serial: serial, to: endpoint, expect: expect, ack: ack, complete: Self.one)?.first
+    }
+
+    /// As `request`, for a read answered by several packets under one sequence: replies are collected (over
+    /// the retries too, each with its own sequence) until `complete` holds; nil when the retries are spent first.
+    func request(_ type: UInt16, payload: [UInt8] = [], serial: UInt64, to endpoint: LIFXLANEndpoint, expect: Set<UInt16>,
+                 ack: Bool = false, complete: @escaping @Sendable ([LIFXLANPacket]) -> Bool) async -> [LIFXLANPacket]? {
+        var collected: [LIFXLANPacket] = []
         for (attempt, gap) in gaps.enumerated() {
             if Task.isCancelled { return nil }
             if attempt > 0 { counts.retries += 1 }
@@ -227,31 +256,38 @@ actor LIFXLANClient {
             // The time-out is a child of this request and ends with it: cut short once the reply is in (the
             // expiry then finds nothing waiting), or when the request's task is cancelled (the expiry then
             // answers the waiting request at once, so that nothing waits for a reply forever).
-            let reply = await withTaskGroup(of: Void.self) { timer -> LIFXLANPacket? in
+            let replies = await withTaskGroup(of: Void.self) { timer -> [LIFXLANPacket] in
                 timer.addTask { [clock] in
                     try? await clock.sleep(until: deadline)
                     await self.expire(serial, seq)
                 }
-                let r = await withCheckedContinuation { (c: CheckedContinuation<LIFXLANPacket?, Never>) in
+                let r = await withCheckedContinuation { (c: CheckedContinuation<[LIFXLANPacket], Never>) in
                     // A request still waiting under this sequence (256 requests ago) is answered: time-out.
-                    if let old = pending[serial]?[seq] { old.continuation.resume(returning: nil) }
-                    pending[serial, default: [:]][seq] = Pending(serial: serial, expect: expect, continuation: c)
+                    if let old = pending[serial]?[seq] { old.continuation.resume(returning: old.replies) }
+                    pending[serial, default: [:]][seq] = Pending(expect: expect, complete: complete, continuation: c)
                     counts.sent += 1
-                    socket.send(packet.bytes, to: endpoint)
+                    socket.send(packet.bytes, to: endpoints[serial] ?? endpoint)
                 }
                 timer.cancelAll()
                 return r
             }
-            if let reply { return reply }
+            if replies.first?.header.type == LIFXLANMessage.stateUnhandled { return replies }
+            collected += replies
+            if complete(collected) { return collected }
+            if collected.count > Self.maxReplies { break }
         }
         counts.timeouts += 1
         return nil
     }
 
+    /// Replies one request may collect: a zone read of the most zones taken, in single-zone replies, twice over.
+    static let maxReplies = 2 * LIFXLANMessage.maxZones
+
+    /// The request's time is up: it is answered with what it has (nothing, or part of a zone read).
     func expire(_ serial: UInt64, _ seq: UInt8) {
         guard let w = pending[serial]?[seq] else { return }
         pending[serial]?[seq] = nil
-        w.continuation.resume(returning: nil)
+        w.continuation.resume(returning: w.replies)
     }
 
     /// Tagged GetService to each address: the answers come through `unsolicited`.
@@ -263,8 +299,11 @@ actor LIFXLANClient {
         }
     }
 
+    /// A device answered discovery from this address: its requests go there from now on, retries included.
+    func moved(_ serial: UInt64, to e: LIFXLANEndpoint) { endpoints[serial] = e }
+
     func finishAll() {
-        for (_, w) in pending { for (_, p) in w { p.continuation.resume(returning: nil) } }
+        for (_, w) in pending { for (_, p) in w { p.continuation.resume(returning: p.replies) } }
         pending = [:]
     }
 

@@ -72,7 +72,24 @@ public enum LIFXLANMessage {
     public static let getGroup: UInt16 = 51, stateGroup: UInt16 = 53
     public static let lightGet: UInt16 = 101, setColor: UInt16 = 102, lightState: UInt16 = 107
     public static let lightSetPower: UInt16 = 117
+    public static let setWaveformOptional: UInt16 = 119
+    public static let getInfrared: UInt16 = 120, stateInfrared: UInt16 = 121, setInfrared: UInt16 = 122
+    public static let getHevCycle: UInt16 = 142, setHevCycle: UInt16 = 143, stateHevCycle: UInt16 = 144
+    public static let getLastHevCycleResult: UInt16 = 148, stateLastHevCycleResult: UInt16 = 149
     public static let stateUnhandled: UInt16 = 223
+    public static let setColorZones: UInt16 = 501, getColorZones: UInt16 = 502, stateZone: UInt16 = 503, stateMultiZone: UInt16 = 506
+    public static let getMultiZoneEffect: UInt16 = 507, setMultiZoneEffect: UInt16 = 508, stateMultiZoneEffect: UInt16 = 509
+    public static let extendedSetColorZones: UInt16 = 510, extendedGetColorZones: UInt16 = 511, extendedStateMultiZone: UInt16 = 512
+    public static let tileGetEffect: UInt16 = 718, tileSetEffect: UInt16 = 719, tileStateEffect: UInt16 = 720
+
+    /// LightWaveform: the shapes SetWaveformOptional draws.
+    public enum Waveform: UInt8, Sendable { case saw = 0, sine = 1, halfSine = 2, triangle = 3, pulse = 4 }
+    /// MultiZoneApplicationRequest (and its extended twin): stage only, stage and show, show what is staged.
+    public enum Apply: UInt8, Sendable { case noApply = 0, apply = 1, applyOnly = 2 }
+    /// Zones in one ExtendedSetColorZones / ExtendedStateMultiZone.
+    public static let extendedZones = 82
+    /// The most zones the bridge takes from a device (every product has far fewer: 120 at most).
+    public static let maxZones = 512
 
     /// HSBK as the wire has it: every component u16, kelvin in kelvin.
     public struct HSBK: Sendable, Equatable {
@@ -90,7 +107,9 @@ public enum LIFXLANMessage {
         public var degrees: Int { Int((Double(hue) * 360 / 65536).rounded()) % 360 }
         public var saturationPercent: Int { Int((Double(saturation) * 100 / 65535).rounded()) }
         public var brightnessPercent: Int { Int((Double(brightness) * 100 / 65535).rounded()) }
-        var bytes: [UInt8] { var b: [UInt8] = []; b.le16(hue); b.le16(saturation); b.le16(brightness); b.le16(kelvin); return b }
+        /// Kelvin as devices report it: 1000–12000 K (a value outside is a broken reply, not a colour).
+        public var plausible: Bool { kelvin >= 1000 && kelvin <= 12000 }
+        public var bytes: [UInt8] { var b: [UInt8] = []; b.le16(hue); b.le16(saturation); b.le16(brightness); b.le16(kelvin); return b }
         static func read(_ p: [UInt8], _ i: Int) -> HSBK { HSBK(hue: p.u16(i), saturation: p.u16(i + 2), brightness: p.u16(i + 4), kelvin: p.u16(i + 6)) }
     }
 
@@ -105,6 +124,139 @@ public enum LIFXLANMessage {
         b.le16(on ? 65535 : 0)
         b.le32(durationMs)
         return b
+    }
+
+    /// SetWaveformOptional: a waveform towards `color`, changing only the components flagged; `period` in ms,
+    /// `skew` -32768…32767 for 0…1 (the duty cycle of PULSE is 1 − skew; SINE peaks at skew).
+    public static func waveformOptional(transient: Bool, color: HSBK, periodMs: UInt32, cycles: Float, skew: Int16,
+                                        waveform: Waveform, set: (hue: Bool, saturation: Bool, brightness: Bool, kelvin: Bool)) -> [UInt8] {
+        var b: [UInt8] = [0, transient ? 1 : 0] + color.bytes
+        b.le32(periodMs)
+        b.le32(cycles.bitPattern)
+        b.le16(UInt16(bitPattern: skew))
+        b.append(waveform.rawValue)
+        b += [set.hue, set.saturation, set.brightness, set.kelvin].map { $0 ? 1 : 0 }
+        return b
+    }
+
+    public static func setInfrared(_ level: UInt16) -> [UInt8] { var b: [UInt8] = []; b.le16(level); return b }
+
+    /// SetHevCycle: start (with a duration in seconds, 0 = the device's default) or stop a clean cycle.
+    public static func setHevCycle(enable: Bool, durationS: UInt32) -> [UInt8] {
+        var b: [UInt8] = [enable ? 1 : 0]
+        b.le32(durationS)
+        return b
+    }
+
+    /// SetColorZones (legacy): one colour for zones start…end.
+    public static func setColorZones(start: UInt8, end: UInt8, color: HSBK, durationMs: UInt32, apply: Apply) -> [UInt8] {
+        var b: [UInt8] = [start, end] + color.bytes
+        b.le32(durationMs)
+        b.append(apply.rawValue)
+        return b
+    }
+
+    public static func getColorZones(start: UInt8, end: UInt8) -> [UInt8] { [start, end] }
+
+    /// ExtendedSetColorZones: up to 82 colours from `index` (the array is padded to 82).
+    public static func extendedSetColorZones(index: UInt16, colors: ArraySlice<HSBK>, durationMs: UInt32, apply: Apply) -> [UInt8] {
+        precondition(colors.count <= extendedZones)
+        var b: [UInt8] = []
+        b.reserveCapacity(664)
+        b.le32(durationMs)
+        b.append(apply.rawValue)
+        b.le16(index)
+        b.append(UInt8(colors.count))
+        for c in colors { b += c.bytes }
+        b += [UInt8](repeating: 0, count: 8 * (extendedZones - colors.count))
+        return b
+    }
+
+    /// MultiZoneSetEffect: type 0 = off, 1 = move; `speedMs` per cycle, `durationNs` 0 = until stopped;
+    /// parameter 1 of move is the direction (1 forward, 0 reversed).
+    public static func setMultiZoneEffect(instance: UInt32, type: UInt8, speedMs: UInt32, durationNs: UInt64, parameters: [UInt32]) -> [UInt8] {
+        var b: [UInt8] = []
+        b.le32(instance)
+        b.append(type)
+        b += [0, 0]
+        b.le32(speedMs)
+        b.le64(durationNs)
+        b += [UInt8](repeating: 0, count: 8)
+        for i in 0..<8 { b.le32(i < parameters.count ? parameters[i] : 0) }
+        return b
+    }
+
+    /// TileSetEffect: type 0 = off, 2 = morph, 3 = flame; a palette of up to 16 colours (morph).
+    public static func tileSetEffect(instance: UInt32, type: UInt8, speedMs: UInt32, durationNs: UInt64, palette: [HSBK]) -> [UInt8] {
+        var b: [UInt8] = [0, 0]
+        b.le32(instance)
+        b.append(type)
+        b.le32(speedMs)
+        b.le64(durationNs)
+        b += [UInt8](repeating: 0, count: 8 + 32)
+        let p = palette.prefix(16)
+        b.append(UInt8(p.count))
+        for c in p { b += c.bytes }
+        b += [UInt8](repeating: 0, count: 8 * (16 - p.count))
+        return b
+    }
+
+    public static let tileGetEffectPayload: [UInt8] = [0, 0]
+
+    /// StateInfrared: the infrared LEDs' level.
+    public static func infrared(_ p: [UInt8]) -> UInt16? { p.count == 2 ? p.u16(0) : nil }
+
+    /// StateHevCycle: the cycle's length and what is left of it (0 = none running), in seconds.
+    public static func hevCycle(_ p: [UInt8]) -> (durationS: UInt32, remainingS: UInt32, lastPower: Bool)? {
+        p.count == 9 ? (p.u32(0), p.u32(4), p[8] != 0) : nil
+    }
+
+    /// LightLastHevCycleResult, as words.
+    public static func hevResult(_ p: [UInt8]) -> String? {
+        guard p.count == 1 else { return nil }
+        switch p[0] {
+        case 0: return "success"
+        case 1: return "busy"
+        case 2: return "interrupted_by_reset"
+        case 3: return "interrupted_by_homekit"
+        case 4: return "interrupted_by_lan"
+        case 5: return "interrupted_by_cloud"
+        case 255: return "none"
+        default: return nil
+        }
+    }
+
+    /// The effect type a StateEffect (509 multizone, 720 matrix) reports; 0 = none.
+    public static func effectType(_ packet: LIFXLANPacket) -> UInt8? {
+        switch (packet.header.type, packet.payload.count) {
+        case (stateMultiZoneEffect, 59): return packet.payload[4]
+        case (tileStateEffect, 187): return packet.payload[5]
+        default: return nil
+        }
+    }
+
+    /// Zones a StateZone (503), StateMultiZone (506) or ExtendedStateMultiZone (512) reports: the device's
+    /// zone count, the first zone's index and the colours from there (padding past the count left out).
+    public struct ZoneChunk: Sendable, Equatable {
+        public var count: Int
+        public var index: Int
+        public var colors: [HSBK]
+    }
+
+    public static func zoneChunk(_ packet: LIFXLANPacket) -> ZoneChunk? {
+        let p = packet.payload
+        let (count, index, n, at): (Int, Int, Int, Int)
+        switch (packet.header.type, p.count) {
+        case (stateZone, 10): (count, index, n, at) = (Int(p[0]), Int(p[1]), 1, 2)
+        case (stateMultiZone, 66): (count, index, n, at) = (Int(p[0]), Int(p[1]), 8, 2)
+        case (extendedStateMultiZone, 661):
+            (count, index, n, at) = (Int(p.u16(0)), Int(p.u16(2)), Int(p[4]), 5)
+            guard n <= extendedZones else { return nil }
+        default: return nil
+        }
+        guard count > 0, count <= maxZones, index < count else { return nil }
+        let colors = (0..<min(n, count - index)).map { HSBK.read(p, at + 8 * $0) }
+        return ZoneChunk(count: count, index: index, colors: colors)
     }
 
     /// StateService: the service (1 = UDP) and its port.
@@ -163,37 +315,4 @@ public enum LIFXSerial {
     public static func serial(_ target: UInt64) -> String {
         (0..<6).map { UInt8(truncatingIfNeeded: target >> (8 * $0)) }.hexString
     }
-}
-
-/// What the bridge knows of LIFX products (from the public LIFX products list): colour, the kelvin
-/// range, and whether the LAN path covers the product's special features (multizone, matrix, infrared,
-/// HEV are not driven over the LAN yet; their lights are still switched and dimmed).
-public struct LIFXProduct: Sendable, Equatable {
-    public var name: String
-    public var hasColor: Bool
-    public var minKelvin: Int
-    public var maxKelvin: Int
-    public var multizone = false
-    public var matrix = false
-    public var infrared = false
-    public var hev = false
-
-    static func color(_ n: String, _ lo: Int = 2500, _ hi: Int = 9000) -> LIFXProduct { LIFXProduct(name: n, hasColor: true, minKelvin: lo, maxKelvin: hi) }
-    static func white(_ n: String, _ lo: Int, _ hi: Int) -> LIFXProduct { LIFXProduct(name: n, hasColor: false, minKelvin: lo, maxKelvin: hi) }
-
-    public static let table: [UInt32: LIFXProduct] = {
-        var t: [UInt32: LIFXProduct] = [:]
-        for id: UInt32 in [1, 2, 3, 15, 20, 22, 23, 24, 27, 28, 43, 44, 49, 52, 53, 59, 62, 63, 91, 92, 93, 94, 97, 98] { t[id] = .color("LIFX Color") }
-        for id: UInt32 in [25, 26, 29, 30, 45, 46, 64, 65, 109, 110, 111, 112] { var p = LIFXProduct.color("LIFX+ (infrared)"); p.infrared = true; t[id] = p }
-        for id: UInt32 in [31, 32, 38, 56, 117, 118, 119, 120] { var p = LIFXProduct.color("LIFX Z / Beam"); p.multizone = true; t[id] = p }
-        for id: UInt32 in [55, 57, 68, 137, 138] { var p = LIFXProduct.color("LIFX Tile / Candle", 1500, 9000); p.matrix = true; t[id] = p }
-        for id: UInt32 in [90, 99] { var p = LIFXProduct.color("LIFX Clean", 1500, 9000); p.hev = true; t[id] = p }
-        for id: UInt32 in [10, 11, 18, 19] { t[id] = .white("LIFX White", 2700, 6500) }
-        for id: UInt32 in [50, 60] { t[id] = .white("LIFX Mini Day and Dusk", 1500, 4000) }
-        for id: UInt32 in [12, 13, 51, 54, 61, 66] { t[id] = .white("LIFX White (fixed)", 2700, 2700) }
-        return t
-    }()
-
-    /// An unknown product is taken as a colour light with the common range (said in its details).
-    public static func lookup(_ id: UInt32) -> LIFXProduct { table[id] ?? .color("LIFX product \(id)") }
 }

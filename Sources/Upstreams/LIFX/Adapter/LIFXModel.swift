@@ -20,6 +20,7 @@ struct LIFXCaps: Sendable, Equatable {
     var hasIR = false
     var hasMultizone = false
     var hasMatrix = false
+    var hasHEV = false
     var minKelvin = 2500
     var maxKelvin = 9000
 }
@@ -43,6 +44,12 @@ struct LIFXLight: Sendable, Equatable {
     var effect = "off"
     /// How the bridge reaches the light: "lan" or "cloud".
     var via = "cloud"
+    /// The firmware the light runs ("3.70"), where the LAN said it.
+    var firmware: String?
+    /// LAN only: a multizone light's zones (once read), the infrared LEDs' level (percent), a HEV clean cycle.
+    var zones: [LIFXZone]?
+    var infrared: Int?
+    var clean: LIFXClean?
 
     /// The values a command can change (what a revert restores).
     struct Values: Sendable, Equatable {
@@ -110,7 +117,7 @@ struct LIFXLight: Sendable, Equatable {
             "label": .string(label), "connected": .bool(connected), "effect": .string(effect),
             "capabilities": [
                 "color": .bool(caps.hasColor), "color_temp": .bool(caps.hasVariableColorTemp), "infrared": .bool(caps.hasIR),
-                "multizone": .bool(caps.hasMultizone), "matrix": .bool(caps.hasMatrix),
+                "multizone": .bool(caps.hasMultizone), "matrix": .bool(caps.hasMatrix), "hev": .bool(caps.hasHEV),
                 "min_kelvin": JSONValue(caps.minKelvin), "max_kelvin": JSONValue(caps.maxKelvin),
             ],
         ]
@@ -119,13 +126,30 @@ struct LIFXLight: Sendable, Equatable {
         o["model"] = model.map(JSONValue.string) ?? .null
         o["last_seen"] = lastSeen.map(JSONValue.string) ?? .null
         o["via"] = .string(via)
+        if let zones {
+            o["zones"] = LIFXZone.runs(zones, hasColor: caps.hasColor)
+            o["zone_count"] = JSONValue(zones.count)
+        }
+        if let infrared { o["infrared"] = JSONValue(infrared) }
+        if let clean {
+            o["clean_cycle"] = clean.active ? "ON" : "OFF"
+            o["clean_remaining"] = JSONValue(clean.remaining)
+            o["clean_last_result"] = clean.lastResult.map(JSONValue.string) ?? .null
+        }
         return o
     }
 
     /// Applies a set in wire units (what LIFX will do), in the user's rounded units.
     mutating func apply(_ s: LIFXSet) {
         if let p = s.power { on = p }
-        if s.color.random { saturation = 100 }
+        // A random hue as LIFX picks one (the LAN path sends what the state says).
+        if s.color.random { saturation = 100; hue = Int.random(in: 0..<360) }
+        if zones != nil {
+            let range = caps.minKelvin...max(caps.minKelvin, caps.maxKelvin)
+            var change = s.color
+            if change.random { change.hue = Double(hue); change.saturation = 1 }
+            for i in zones!.indices { zones![i].apply(change, brightness: s.brightness, kelvinRange: range) }
+        }
         if let k = s.color.kelvin { kelvin = min(max(k, caps.minKelvin), caps.maxKelvin); saturation = 0 }
         if let h = s.color.hue { hue = Self.degrees(h) }
         if let sat = s.color.saturation { saturation = Self.percent(sat) }
@@ -138,7 +162,23 @@ struct LIFXLight: Sendable, Equatable {
         if let p = d.power { on = p }
         if let b = d.brightness { brightness = min(100, max(0, brightness + Self.percent(b))) }
         if let k = d.kelvin { kelvin = min(caps.maxKelvin, max(caps.minKelvin, kelvin + k)) }
+        // Every zone moves from its own value, as the light does.
+        if zones != nil {
+            for i in zones!.indices {
+                if let b = d.brightness { zones![i].brightness = min(100, max(0, zones![i].brightness + Self.percent(b))) }
+                if let k = d.kelvin { zones![i].kelvin = min(caps.maxKelvin, max(caps.minKelvin, zones![i].kelvin + k)) }
+            }
+        }
     }
+}
+
+/// A HEV light's clean cycle as the light reports it.
+struct LIFXClean: Sendable, Equatable {
+    var active = false
+    /// Seconds left of the running cycle (0 when none runs).
+    var remaining = 0
+    /// How the last cycle ended (`success`, `busy`, `interrupted_by_lan`…), when the light said.
+    var lastResult: String?
 }
 
 /// An absolute change for one selector: a `PUT /lights/:selector/state` body or one `states[]` entry.
