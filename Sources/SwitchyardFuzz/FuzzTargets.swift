@@ -20,7 +20,7 @@ public enum FuzzTargets {
 
     public static let all: [String: Target] = [
         "json": json, "json-stream": jsonStream, "command": command, "bridge-request": bridgeRequest,
-        "config": config, "hci": hci, "att": att, "nova": nova, "imp": imp, "ha": ha, "lifx-color": lifxColor, "lifx-lan": lifxLAN,
+        "config": config, "hci": hci, "att": att, "nova": nova, "imp": imp, "ha": ha, "lifx-color": lifxColor, "lifx-lan": lifxLAN, "lifx-zones": lifxZones,
     ]
 
     /// Longest error message any parser may make from hostile input: messages quote input cut short.
@@ -143,6 +143,31 @@ public enum FuzzTargets {
         _ = LIFXLANMessage.version(p.payload)
         _ = LIFXLANMessage.firmware(p.payload)
         _ = LIFXLANMessage.membership(p.payload)
+        _ = LIFXLANMessage.infrared(p.payload)
+        _ = LIFXLANMessage.hevCycle(p.payload)
+        _ = LIFXLANMessage.hevResult(p.payload)
+        _ = LIFXLANMessage.effectType(p)
+        if let z = LIFXLANMessage.zoneChunk(p) {
+            check(z.count <= LIFXLANMessage.maxZones && z.index + z.colors.count <= z.count, "a zone reply past its own count")
+        }
+    }
+
+    /// Several datagrams (each after a 2-byte little-endian length) as the replies to one zone read: whatever
+    /// they say, the read ends complete with exactly its zone count of plausible colours, or not at all.
+    static let lifxZones: Target = { bytes in
+        var a = LIFXZoneAssembler()
+        var i = 0
+        while i + 2 <= bytes.count {
+            let n = Int(bytes[i]) | Int(bytes[i + 1]) << 8
+            i += 2
+            let end = min(bytes.count, i + n)
+            if let p = LIFXLANPacket.decode(Array(bytes[i..<end])) { a.add(p) }
+            i = end
+        }
+        if let zones = a.complete {
+            check(zones.count == a.count && zones.count <= LIFXLANMessage.maxZones && zones.allSatisfy(\.plausible), "a read completed with \(zones.count) zones")
+        }
+        check(!(a.invalid && a.isComplete), "an invalid read called complete")
     }
 
     static let lifxColor: Target = { bytes in

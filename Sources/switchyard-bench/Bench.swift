@@ -47,7 +47,7 @@ struct SwitchyardBench: AsyncParsableCommand {
         commandName: "switchyard-bench",
         abstract: "Measures the bridge against raw libmosquitto on a broker it starts itself (loopback).")
 
-    @Option(help: "Scenarios to run: publish, ha-mirror, command-latency, startup, memory, lifx-budget, hostile, reconnect (default: all).")
+    @Option(help: "Scenarios to run: publish, ha-mirror, command-latency, startup, memory, lifx-budget, lifx-lan, hostile, reconnect (default: all).")
     var scenario: [String] = []
     @Flag(help: "Print the figures as JSON.") var json = false
     @Option(help: "State updates for the publish scenario.") var messages = 20_000
@@ -59,7 +59,7 @@ struct SwitchyardBench: AsyncParsableCommand {
     @Option(help: "Broker restarts for the reconnect scenario.") var restarts = 20
 
     func run() async throws {
-        let all = ["publish", "ha-mirror", "command-latency", "startup", "memory", "lifx-budget", "hostile", "reconnect"]
+        let all = ["publish", "ha-mirror", "command-latency", "startup", "memory", "lifx-budget", "lifx-lan", "hostile", "reconnect"]
         let chosen = scenario.isEmpty ? all : scenario
         for s in chosen where !all.contains(s) { throw ValidationError("unknown scenario '\(s)' (known: \(all.joined(separator: ", ")))") }
         let broker = try await Broker.start(extraConfig: "max_inflight_messages 100\nset_tcp_nodelay true")
@@ -100,6 +100,7 @@ struct SwitchyardBench: AsyncParsableCommand {
             figures.append(Figure(scenario: "lifx-budget", name: "requests for 50 lights given one command each at once", value: Double(fanout),
                                   unit: "req"))
         }
+        if chosen.contains("lifx-lan") { figures += try await lifxLANFigures(port: broker.port) }
         if chosen.contains("startup") || chosen.contains("memory") {
             figures += try await processFigures(port: broker.port, startup: chosen.contains("startup"), memory: chosen.contains("memory"))
         }

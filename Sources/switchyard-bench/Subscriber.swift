@@ -52,6 +52,8 @@ final class CountingSubscriber: @unchecked Sendable {
     var lastAt: Date { state.withLock { $0.lastAt } }
     var distinctTopics: Int { state.withLock { $0.topics.count } }
     func lastPayload(_ topic: String) -> String? { state.withLock { $0.topics[topic] } }
+    /// When the last message arrived (stamped in the client's callback).
+    var lastArrival: Date { state.withLock { $0.lastAt } }
 
     /// Polls `condition` every 2 ms until it holds (true) or `timeout` seconds pass (false).
     func waitUntil(timeout: Double, _ condition: (State) -> Bool) async -> Bool {

@@ -40,6 +40,16 @@ struct Demo: AsyncParsableCommand {
         // A simulated LIFX cloud on loopback: five lights (one offline), four groups, a location, two scenes.
         let lifx = try await LIFXCloudSimulator.start(token: "demo-token", lights: LIFXCloudSimulator.demoLights(),
                                                       scenes: LIFXCloudSimulator.demoScenes())
+        // Simulated LIFX lights on the LAN (one loopback UDP port, the real protocol): a bulb, a LIFX Z strip of
+        // 16 zones, a Candle (matrix), a Night Vision bulb (infrared) and a Clean (HEV); the cloud's lights stay.
+        var strip = LIFXLANSimulator.Device(serial: "d073d5100002", label: "Shelf Strip", product: 32, zones: 16)
+        strip.group = "Study"
+        let lan = try LIFXLANSimulator.start(devices: [
+            LIFXLANSimulator.Device(serial: "d073d5100001", label: "Desk", product: 27), strip,
+            LIFXLANSimulator.Device(serial: "d073d5100003", label: "Candle", product: 57),
+            LIFXLANSimulator.Device(serial: "d073d5100004", label: "Porch", product: 29),
+            LIFXLANSimulator.Device(serial: "d073d5100005", label: "Clean", product: 90),
+        ])
         // Simulated Electric Imp agents: a MatrixClock, a BigClock and a Weather station.
         let imp = try await ImpAgentSimulator.start(agents: [
             .init(id: "demoMatrix01", app: .matrixClock, appcode: "E967EC6D-C1BD-48B7-B9E0-F9BE2A780EAA"),
@@ -75,7 +85,11 @@ struct Demo: AsyncParsableCommand {
             - {name: hall/lamp, label: Hall Lamp, type: light}
             - {name: fan, label: Fan, type: switch}
             - {name: outside, label: Outside, type: sensor}
-        lifx: {token: demo-token, api_url: "\(lifx.apiURL)", poll_interval: 10}
+        lifx:
+          token: demo-token
+          api_url: "\(lifx.apiURL)"
+          poll_interval: 10
+          lan: {enabled: true, hosts: ["127.0.0.1:\(lan.port)"], broadcast: [], poll_interval: 5}
         imp:
           base_url: "\(imp.baseURL)"
           poll_interval: 15
@@ -110,7 +124,8 @@ struct Demo: AsyncParsableCommand {
         let b = baseTopic
         let p = port == 1883 ? "" : " -p \(port)"
         let banner = """
-        Switchyard demo: virtual devices, a simulated LIFX cloud (\(lifx.apiURL)), simulated Electric Imp
+        Switchyard demo: virtual devices, a simulated LIFX cloud (\(lifx.apiURL)) and LIFX LAN lights
+        (udp://127.0.0.1:\(lan.port)), simulated Electric Imp
         agents (\(imp.baseURL)), a simulated Livecoding.tv (\(lc.apiURL)) and a simulated Home Assistant
         (\(ha.url)) and two simulated Nova flashes on mqtt://\(host):\(port), base topic '\(b)'. Try, in another terminal:
 
@@ -131,6 +146,15 @@ struct Demo: AsyncParsableCommand {
           mosquitto_pub\(p) -t \(b)/lifx/scene/night_time/set -m ACTIVATE
           mosquitto_pub\(p) -t \(b)/lifx/kitchen/set -m '{"color": "mauve"}'    # rejected before any request: see \(b)/bridge/log
           mosquitto_pub\(p) -t \(b)/bridge/request/lifx/scenes -m ''
+
+          mosquitto_pub\(p) -t \(b)/lifx/desk/set -m '{"state": "ON", "color": "#00ff88", "transition": 1}'     # over the LAN ("via": "lan")
+          mosquitto_pub\(p) -t \(b)/lifx/shelf_strip/set -m '{"zones": [{"start": 0, "end": 7, "color": {"h": 240, "s": 100}}, {"start": 8, "end": 15, "color": "red", "brightness": 60}]}'
+          mosquitto_pub\(p) -t \(b)/lifx/shelf_strip/set -m '{"effect": {"name": "move", "period": 2, "direction": "backward"}}'
+          mosquitto_pub\(p) -t \(b)/lifx/candle/set/effect -m flame
+          mosquitto_pub\(p) -t \(b)/lifx/desk/set -m '{"effect": {"name": "pulse", "color": "green", "cycles": 3}}'
+          mosquitto_pub\(p) -t \(b)/lifx/porch/set/infrared -m 60
+          mosquitto_pub\(p) -t \(b)/lifx/clean/set -m '{"clean_cycle": "ON", "clean_duration": 3600}'
+          mosquitto_pub\(p) -t \(b)/lifx/desk/set/effect -m move    # refused: a bulb has no zones, see \(b)/bridge/log
 
           mosquitto_pub\(p) -t \(b)/imp/hall_clock/set -m '{"brightness": 100, "mode_24h": false}'
           mosquitto_pub\(p) -t \(b)/imp/big_clock/set -m TOGGLE
@@ -155,6 +179,7 @@ struct Demo: AsyncParsableCommand {
         Console.out(banner)   // unbuffered, also when piped
         try await BridgeRuntime.run(config: c, configPath: nil, upstreams: list, logger: logger)
         await lifx.stop()
+        lan.stop()
         await imp.stop()
         await lc.stop()
         await ha.stop()

@@ -309,6 +309,10 @@ extension LIFXAdapter {
         if !st.label.isEmpty { l.label = st.label }
         l.connected = true
         l.via = "lan"
+        // When the light last answered: moved along with another change, or hourly (as the cloud's), so a
+        // steady light publishes nothing.
+        let seen = l.lastSeen.flatMap(Timestamp.parse)
+        if l != before || seen == nil || Date().timeIntervalSince(seen!) >= 3600 { l.lastSeen = Timestamp.rfc3339(Date()) }
         lights[serial] = l
         if l != before {
             if l.label != before.label { await declare() }

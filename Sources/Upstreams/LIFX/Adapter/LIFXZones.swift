@@ -33,15 +33,17 @@ struct LIFXZone: Sendable, Equatable {
 /// ExtendedStateMultiZone, in any order, over as many packets as the zone count needs (a reply may repeat
 /// zones another already gave). A reply that names another zone count than the first, or carries a colour no
 /// device reports, makes the read invalid: nothing of it is used.
-struct LIFXZoneAssembler: Sendable {
-    private(set) var count: Int?
+public struct LIFXZoneAssembler: Sendable {
+    public private(set) var count: Int?
     private(set) var zones: [LIFXLANMessage.HSBK?] = []
     private(set) var filled = 0
-    private(set) var invalid = false
+    public private(set) var invalid = false
+
+    public init() {}
 
     /// Takes one reply; false when it is not a zone reply or contradicts the ones before.
     @discardableResult
-    mutating func add(_ packet: LIFXLANPacket) -> Bool {
+    public mutating func add(_ packet: LIFXLANPacket) -> Bool {
         guard !invalid else { return false }
         guard let chunk = LIFXLANMessage.zoneChunk(packet), chunk.colors.allSatisfy(\.plausible) else { invalid = true; return false }
         if count == nil {
@@ -56,10 +58,10 @@ struct LIFXZoneAssembler: Sendable {
         return true
     }
 
-    var isComplete: Bool { !invalid && count != nil && filled == count }
+    public var isComplete: Bool { !invalid && count != nil && filled == count }
 
     /// Every zone, once all have arrived.
-    var complete: [LIFXLANMessage.HSBK]? { isComplete ? zones.compactMap { $0 } : nil }
+    public var complete: [LIFXLANMessage.HSBK]? { isComplete ? zones.compactMap { $0 } : nil }
 }
 
 extension LIFXZone {
