@@ -218,6 +218,11 @@ struct LIFXLANTests {
                 let d = try await e.device(Self.kitchen)
                 #expect(d["power_level"] == 65535)
                 #expect(d["color"] == ["hue": 21845, "saturation": 65535, "brightness": 26214, "kelvin": 3500])
+                // An effect beside a change keeps the change's transition: still fading right after the answer.
+                b.probe.publish("\(b.base)/lifx/kitchen/set", #"{"brightness":20,"transition":4,"effect":"off","transaction":"fx"}"#)
+                try await b.probe.waitFor(topic: "\(b.base)/lifx/kitchen/result", payload: #"{"status":"ok","transaction":"fx"}"#)
+                #expect((try await e.device(Self.kitchen)["color"]?["brightness"]?.intValue ?? 0) > Wire.level(21))
+                try await waitUntil("20 % after the fade", timeout: 15) { (try? await e.device(Self.kitchen))?["color"]?["brightness"] == JSONValue(Wire.level(20)) }
                 // The white-only light: no colour (refused before anything is sent), kelvin clamped to its range.
                 let sentBefore = try await e.received()[102, default: 0]
                 b.probe.publish("\(b.base)/lifx/hall/set", #"{"color":{"h":10,"s":50},"transaction":"c"}"#)

@@ -15,12 +15,13 @@ extension LIFXLANMessage.HSBK {
 extension LIFXAdapter {
     /// Queues the light's (already applied, optimistic) state to be sent over the LAN, with a one-shot effect
     /// or clean cycle; a newer command before the send replaces what it changes. Returns the ticket its
-    /// outcome arrives under.
-    func lanCommand(_ id: String, duration: Double, effect: LIFXEffect? = nil, clean: (on: Bool, seconds: Int)? = nil) -> Int {
+    /// outcome arrives under. `duration` nil keeps the one a change queued before it gave (an effect after a
+    /// brightness with a transition in one command).
+    func lanCommand(_ id: String, duration: Double?, effect: LIFXEffect? = nil, clean: (on: Bool, seconds: Int)? = nil) -> Int {
         let ticket = nextLANTicket
         nextLANTicket -= 1
         lanDevices[id]?.dirty = true
-        lanDevices[id]?.duration = duration
+        if let duration { lanDevices[id]?.duration = duration }
         lanDevices[id]?.waiters.append(ticket)
         if let effect { lanDevices[id]?.effect = effect }
         if let clean { lanDevices[id]?.clean = clean }

@@ -270,9 +270,11 @@ public actor LIFXAdapter: Adapter {
                     tickets.append(enqueue(op))
                 }
             case .effect:
+                // The effect's own colour (from_color) is set at once, unless a change before it set a transition.
+                let changed = plan.kinds.contains { if case .effect = $0 { return false }; return true }
                 for id in lanIDs where applyEffect(plan.effect!, to: id) {
                     touched.insert(id)
-                    tickets.append(lanCommand(id, duration: 0, effect: plan.effect))
+                    tickets.append(lanCommand(id, duration: changed ? nil : 0, effect: plan.effect))
                 }
                 if !cloudIDs.isEmpty { tickets.append(enqueue(LIFXOp(kind: kind, selector: cloudSelector, lights: cloudIDs, label: t.label))) }
             default:
