@@ -42,14 +42,7 @@ struct Demo: AsyncParsableCommand {
                                                       scenes: LIFXCloudSimulator.demoScenes())
         // Simulated LIFX lights on the LAN (one loopback UDP port, the real protocol): a bulb, a LIFX Z strip of
         // 16 zones, a Candle (matrix), a Night Vision bulb (infrared) and a Clean (HEV); the cloud's lights stay.
-        var strip = LIFXLANSimulator.Device(serial: "d073d5100002", label: "Shelf Strip", product: 32, zones: 16)
-        strip.group = "Study"
-        let lan = try LIFXLANSimulator.start(devices: [
-            LIFXLANSimulator.Device(serial: "d073d5100001", label: "Desk", product: 27), strip,
-            LIFXLANSimulator.Device(serial: "d073d5100003", label: "Candle", product: 57),
-            LIFXLANSimulator.Device(serial: "d073d5100004", label: "Porch", product: 29),
-            LIFXLANSimulator.Device(serial: "d073d5100005", label: "Clean", product: 90),
-        ])
+        let lan = try LIFXLANSimulator.start(devices: LIFXLANSimulator.demoDevices())
         // Simulated Electric Imp agents: a MatrixClock, a BigClock and a Weather station.
         let imp = try await ImpAgentSimulator.start(agents: [
             .init(id: "demoMatrix01", app: .matrixClock, appcode: "E967EC6D-C1BD-48B7-B9E0-F9BE2A780EAA"),

@@ -8,14 +8,9 @@ import Testing
 /// The LAN simulator the demo and the benchmark use, with the bridge: it must answer what the bridge asks as
 /// lifx-emulator does (the tests' peer), or `make run` and the `lifx-lan` bench would show something else.
 @Suite struct LIFXLANSimulatorTests {
-    @Test func theBridgeFindsTheSimulatedLightsAndCommandsThem() async throws {
-        var strip = LIFXLANSimulator.Device(serial: "d073d5100002", label: "Shelf Strip", product: 32, zones: 16)
-        strip.group = "Study"
-        let sim = try LIFXLANSimulator.start(devices: [
-            LIFXLANSimulator.Device(serial: "d073d5100001", label: "Desk", product: 27), strip,
-            LIFXLANSimulator.Device(serial: "d073d5100003", label: "Candle", product: 57),
-            LIFXLANSimulator.Device(serial: "d073d5100004", label: "Porch", product: 29),
-            LIFXLANSimulator.Device(serial: "d073d5100005", label: "Clean", product: 90),
+    @Test func theBridgeFindsTheDemosLightsAndCommandsThem() async throws {
+        // The demo's lights, and a LIFX Switch.
+        let sim = try LIFXLANSimulator.start(devices: LIFXLANSimulator.demoDevices() + [
             LIFXLANSimulator.Device(serial: "d073d5100006", label: "Wall", product: 70),
         ])
         defer { sim.stop() }

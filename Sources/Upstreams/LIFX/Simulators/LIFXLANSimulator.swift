@@ -36,6 +36,19 @@ public final class LIFXLANSimulator: Sendable {
         }
     }
 
+    /// The demo's LAN lights: a bulb, a LIFX Z strip of 16 zones (group Study), a Candle (matrix), a Night Vision
+    /// bulb (infrared) and a Clean (HEV).
+    public static func demoDevices() -> [Device] {
+        var strip = Device(serial: "d073d5100002", label: "Shelf Strip", product: 32, zones: 16)
+        strip.group = "Study"
+        return [
+            Device(serial: "d073d5100001", label: "Desk", product: 27), strip,
+            Device(serial: "d073d5100003", label: "Candle", product: 57),
+            Device(serial: "d073d5100004", label: "Porch", product: 29),
+            Device(serial: "d073d5100005", label: "Clean", product: 90),
+        ]
+    }
+
     /// A datagram that reached the simulator: its type and when (uptime, ns), dropped or not.
     public struct Arrival: Sendable {
         public var type: UInt16
