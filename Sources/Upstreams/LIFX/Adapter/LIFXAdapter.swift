@@ -232,8 +232,9 @@ public actor LIFXAdapter: Adapter {
         var fields = command.fields
         let lanOnly = LANFields(zones: fields.removeValue(forKey: "zones"), infrared: fields.removeValue(forKey: "infrared"),
                                 cleanCycle: fields.removeValue(forKey: "clean_cycle"), cleanDuration: fields.removeValue(forKey: "clean_duration"))
+        let members = t.lights.compactMap { lights[$0] }
         let plan = fields.keys.contains(where: { $0 != "transition" }) || lanOnly.isEmpty
-            ? try LIFXCommandPlanner.plan(fields, target: t, members: t.lights.compactMap { lights[$0] }, defaultTransition: settings.defaultTransition)
+            ? try LIFXCommandPlanner.plan(fields, target: t, members: members, defaultTransition: settings.defaultTransition)
             : LIFXCommandPlanner.Plan()
         let duration = fields["transition"]?.doubleValue ?? settings.defaultTransition
         var extra: (id: String, light: LIFXLight, clean: (on: Bool, seconds: Int)?, notes: [String])?
@@ -246,7 +247,6 @@ public actor LIFXAdapter: Adapter {
                 ? "\(t.label) is not reachable on the LAN (and no lifx.token is set)" : "the LIFX cloud is not connected")
         }
         // An effect a string named (the core passes effect strings through) that no light of the target runs.
-        let members = t.lights.compactMap { lights[$0] }
         if let e = plan.effect, !members.contains(where: { Self.runs(e, $0) }) {
             let names = LIFXCommandPlanner.effectNames(multizone: members.contains { $0.caps.hasMultizone }, matrix: members.contains { $0.caps.hasMatrix })
             throw AdapterError("effect \(e.name): \(t.label) cannot run it (its effects: \(names.joined(separator: ", ")))")
