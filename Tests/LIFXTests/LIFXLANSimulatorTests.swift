@@ -31,7 +31,8 @@ import Testing
             try await b.probe.waitFor(topic: "\(b.base)/lifx/shelf_strip/result", payload: #"{"status":"ok","transaction":1}"#)
             let zones = try #require(sim.device("d073d5100002")?.zones)
             #expect(zones[0..<8].allSatisfy { $0[0] == UInt16(Wire.hue(240)) && $0[1] == 65535 } && zones[8][0] != UInt16(Wire.hue(240)))
-            #expect(sim.received(510) == 1 && sim.received(501) == 0)
+            // (A slow acknowledgement under load brings a retry: at least one.)
+            #expect(sim.received(510) >= 1 && sim.received(501) == 0)
             b.probe.publish("\(b.base)/lifx/candle/set/effect", "flame")
             try await waitUntil("flame") { sim.device("d073d5100003")?.effect == 3 }
             b.probe.publish("\(b.base)/lifx/porch/set/infrared", "50")
