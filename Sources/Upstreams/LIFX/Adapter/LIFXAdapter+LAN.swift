@@ -41,10 +41,7 @@ extension LIFXLight {
     /// Takes what a device reported over the LAN, in the user's units.
     mutating func show(on: Bool, _ c: LIFXLANMessage.HSBK) {
         self.on = on
-        hue = c.degrees
-        saturation = c.saturationPercent
-        brightness = c.brightnessPercent
-        kelvin = Int(c.kelvin)
+        wholeColour = LIFXZone(c)
     }
 }
 
@@ -264,8 +261,10 @@ extension LIFXAdapter {
         guard let st = LIFXLANMessage.lightState(r.payload), st.color.plausible else { lanInvalid += 1; return }
         guard let product = lanDevices[serial]?.product else { return }
         let zones = product.multizone ? await readZones(serial) : nil
+        // The infrared level in percent, as the state shows it.
         let infrared = product.infrared
-            ? await lanRequest(serial, LIFXLANMessage.getInfrared, expect: LIFXLANMessage.stateInfrared).flatMap { LIFXLANMessage.infrared($0.payload) }
+            ? await lanRequest(serial, LIFXLANMessage.getInfrared, expect: LIFXLANMessage.stateInfrared)
+                .flatMap { LIFXLANMessage.infrared($0.payload) }.map { LIFXLight.percent(Double($0) / 65535) }
             : nil
         var clean: LIFXClean?
         if product.hev, let h = await lanRequest(serial, LIFXLANMessage.getHevCycle, expect: LIFXLANMessage.stateHevCycle),
@@ -285,12 +284,12 @@ extension LIFXAdapter {
         guard var l = lights[serial], let d = lanDevices[serial] else { return }
         lanDevices[serial]?.known = (st.on, st.color)
         if let zones { lanDevices[serial]?.knownZones = zones.map(LIFXZone.init) }
-        if let infrared { lanDevices[serial]?.knownInfrared = LIFXLight.percent(Double(infrared) / 65535) }
+        if let infrared { lanDevices[serial]?.knownInfrared = infrared }
         let before = l
         if !d.dirty && !d.sending {
             l.show(on: st.on, st.color)
             if let zones { l.zones = zones.map(LIFXZone.init) }
-            if let infrared { l.infrared = LIFXLight.percent(Double(infrared) / 65535) }
+            if let infrared { l.infrared = infrared }
             if let clean { l.clean = clean }
         }
         // The effect the light runs: a waveform the bridge started, else what its firmware says.
@@ -326,8 +325,7 @@ extension LIFXAdapter {
     func readZones(_ serial: String) async -> [LIFXLANMessage.HSBK]? {
         guard let d = lanDevices[serial], let p = d.product, p.multizone else { return nil }
         let done: @Sendable ([LIFXLANPacket]) -> Bool = { packets in
-            var a = LIFXZoneAssembler()
-            for x in packets { a.add(x) }
+            let a = LIFXZoneAssembler(packets)
             return a.isComplete || a.invalid
         }
         var replies: [LIFXLANPacket]?
@@ -347,8 +345,7 @@ extension LIFXAdapter {
 
     func assemble(_ replies: [LIFXLANPacket]?) -> [LIFXLANMessage.HSBK]? {
         guard let replies else { return nil }
-        var a = LIFXZoneAssembler()
-        for p in replies { a.add(p) }
+        let a = LIFXZoneAssembler(replies)
         if a.invalid { lanInvalid += 1 }
         return a.complete
     }

@@ -1,14 +1,11 @@
 import SwitchyardCore
 
 extension LIFXLANMessage.HSBK {
-    /// This colour with what a colour change names replaced (kelvin alone means white).
+    /// This colour with what a colour change names replaced, as a zone takes it (kelvin alone means white).
     func applying(_ c: LIFXColorChange) -> LIFXLANMessage.HSBK {
-        var out = self
-        if let k = c.kelvin { out.kelvin = UInt16(min(max(k, 1500), 9000)); out.saturation = 0 }
-        if let h = c.hue { out.hue = LIFXLANMessage.HSBK(degrees: Int(h.rounded()), saturationPercent: 0, brightnessPercent: 0, kelvin: 3500).hue }
-        if let s = c.saturation { out.saturation = UInt16((min(max(s, 0), 1) * 65535).rounded()) }
-        if let b = c.brightness { out.brightness = UInt16((min(max(b, 0), 1) * 65535).rounded()) }
-        return out
+        var z = LIFXZone(self)
+        z.apply(c, brightness: nil, kelvinRange: 1500...9000)
+        return z.hsbk
     }
 }
 
@@ -68,19 +65,16 @@ extension LIFXAdapter {
             // Stopping a waveform: the colour is set again, which ends it where it is.
             var ok = await sendColor(serial, l, ms: ms, force: effect?.name == "off")
             if ok, lanDevices[serial]?.known?.on != l.on {
-                ok = await lanRequest(serial, LIFXLANMessage.lightSetPower, LIFXLANMessage.setPower(on: l.on, durationMs: ms),
-                                      expect: LIFXLANMessage.acknowledgement, ack: true) != nil
+                ok = await lanSet(serial, LIFXLANMessage.lightSetPower, LIFXLANMessage.setPower(on: l.on, durationMs: ms))
                 if ok, let k = lanDevices[serial]?.known { lanDevices[serial]?.known = (l.on, k.color) }
             }
             if ok, let ir = l.infrared, lanDevices[serial]?.knownInfrared != ir {
-                ok = await lanRequest(serial, LIFXLANMessage.setInfrared, LIFXLANMessage.setInfrared(UInt16((Double(ir) * 655.35).rounded())),
-                                      expect: LIFXLANMessage.acknowledgement, ack: true) != nil
+                ok = await lanSet(serial, LIFXLANMessage.setInfrared, LIFXLANMessage.setInfrared(UInt16((Double(ir) * 655.35).rounded())))
                 if ok { lanDevices[serial]?.knownInfrared = ir }
             }
             if ok, let effect { ok = await sendEffect(serial, effect, l) }
             if ok, let clean {
-                ok = await lanRequest(serial, LIFXLANMessage.setHevCycle, LIFXLANMessage.setHevCycle(enable: clean.on, durationS: UInt32(clean.seconds)),
-                                      expect: LIFXLANMessage.acknowledgement, ack: true) != nil
+                ok = await lanSet(serial, LIFXLANMessage.setHevCycle, LIFXLANMessage.setHevCycle(enable: clean.on, durationS: UInt32(clean.seconds)))
             }
             if ok {
                 finish(tickets, .success(()))
@@ -117,14 +111,18 @@ extension LIFXAdapter {
             lanDevices[serial]?.knownZones = zones
             return true
         }
-        let color = white(LIFXZone(hue: l.hue, saturation: l.saturation, brightness: l.brightness, kelvin: l.kelvin))
+        let color = white(l.wholeColour)
         if !force, let k = d.known, LIFXZone(k.color) == color { return true }
         return await setColor(serial, color.hsbk, ms: ms)
     }
 
+    /// A Set, sent with ack_required: true once the device acknowledged it.
+    func lanSet(_ serial: String, _ type: UInt16, _ payload: [UInt8]) async -> Bool {
+        await lanRequest(serial, type, payload, expect: LIFXLANMessage.acknowledgement, ack: true) != nil
+    }
+
     func setColor(_ serial: String, _ color: LIFXLANMessage.HSBK, ms: UInt32) async -> Bool {
-        let ok = await lanRequest(serial, LIFXLANMessage.setColor, LIFXLANMessage.setColor(color, durationMs: ms),
-                                  expect: LIFXLANMessage.acknowledgement, ack: true) != nil
+        let ok = await lanSet(serial, LIFXLANMessage.setColor, LIFXLANMessage.setColor(color, durationMs: ms))
         if ok, let d = lanDevices[serial] {
             // Power not known yet: taken as the opposite of the light's, so that it is sent too.
             lanDevices[serial]?.known = (d.known?.on ?? !(lights[serial]?.on ?? false), color)
@@ -166,8 +164,7 @@ extension LIFXAdapter {
         for (n, run) in runs.enumerated() {
             let payload = LIFXLANMessage.setColorZones(start: UInt8(run.lowerBound), end: UInt8(run.upperBound), color: target[run.lowerBound],
                                                        durationMs: ms, apply: n == runs.count - 1 ? .apply : .noApply)
-            guard await lanRequest(serial, LIFXLANMessage.setColorZones, payload, expect: LIFXLANMessage.acknowledgement, ack: true) != nil
-            else { return false }
+            guard await lanSet(serial, LIFXLANMessage.setColorZones, payload) else { return false }
         }
         return true
     }
@@ -177,14 +174,10 @@ extension LIFXAdapter {
     /// one, off as both effects off (the waveform was ended by the colour sent before).
     func sendEffect(_ serial: String, _ e: LIFXEffect, _ l: LIFXLight) async -> Bool {
         guard let p = lanDevices[serial]?.product else { return false }
-        let base = lanDevices[serial]?.known?.color
-            ?? LIFXZone(hue: l.hue, saturation: l.saturation, brightness: l.brightness, kelvin: l.kelvin).hsbk
+        let base = lanDevices[serial]?.known?.color ?? l.wholeColour.hsbk
         let instance = UInt32.random(in: 1...UInt32.max)
         let periodMs = UInt32(min(max(e.period, 0.05), 86_400) * 1000)
         func ns(_ seconds: Double?) -> UInt64 { seconds.map { UInt64(min(max($0, 0), 86_400 * 365) * 1_000_000_000) } ?? 0 }
-        func ack(_ type: UInt16, _ payload: [UInt8]) async -> Bool {
-            await lanRequest(serial, type, payload, expect: LIFXLANMessage.acknowledgement, ack: true) != nil
-        }
         switch e.name {
         case "breathe", "pulse":
             let c = e.color ?? LIFXColorChange(brightness: 0.1)
@@ -194,21 +187,21 @@ extension LIFXAdapter {
             let payload = LIFXLANMessage.waveformOptional(transient: !e.persist, color: base.applying(c), periodMs: periodMs,
                                                           cycles: Float(e.cycles ?? 1), skew: skew,
                                                           waveform: e.name == "breathe" ? .sine : .pulse, set: flags)
-            guard await ack(LIFXLANMessage.setWaveformOptional, payload) else { return false }
+            guard await lanSet(serial, LIFXLANMessage.setWaveformOptional, payload) else { return false }
             lanDevices[serial]?.waveformUntil = clock.now().adding(seconds: e.runs ?? 0)
             return true
         case "move":
-            return await ack(LIFXLANMessage.setMultiZoneEffect, LIFXLANMessage.setMultiZoneEffect(
+            return await lanSet(serial, LIFXLANMessage.setMultiZoneEffect, LIFXLANMessage.setMultiZoneEffect(
                 instance: instance, type: 1, speedMs: periodMs, durationNs: ns(e.runs), parameters: [0, e.forward ? 1 : 0]))
         case "morph", "flame":
             let palette = e.name == "morph" ? (e.palette.isEmpty ? Self.morphPalette : e.palette).map { base.applying($0) } : []
-            return await ack(LIFXLANMessage.tileSetEffect, LIFXLANMessage.tileSetEffect(
+            return await lanSet(serial, LIFXLANMessage.tileSetEffect, LIFXLANMessage.tileSetEffect(
                 instance: instance, type: e.name == "morph" ? 2 : 3, speedMs: periodMs, durationNs: ns(e.duration), palette: palette))
         default:
             lanDevices[serial]?.waveformUntil = nil
-            if p.multizone, !(await ack(LIFXLANMessage.setMultiZoneEffect, LIFXLANMessage.setMultiZoneEffect(
+            if p.multizone, !(await lanSet(serial, LIFXLANMessage.setMultiZoneEffect, LIFXLANMessage.setMultiZoneEffect(
                 instance: instance, type: 0, speedMs: 0, durationNs: 0, parameters: []))) { return false }
-            if p.matrix, !(await ack(LIFXLANMessage.tileSetEffect, LIFXLANMessage.tileSetEffect(
+            if p.matrix, !(await lanSet(serial, LIFXLANMessage.tileSetEffect, LIFXLANMessage.tileSetEffect(
                 instance: instance, type: 0, speedMs: 0, durationNs: 0, palette: []))) { return false }
             return true
         }

@@ -318,7 +318,7 @@ public actor LIFXAdapter: Adapter {
         var notes: [String] = []
         if let z = f.zones {
             guard var zones = l.zones else { throw AdapterError("the zones of \(t.label) are not read yet; try again in a moment") }
-            notes = try LIFXZone.apply(segments: z.arrayValue ?? [], to: &zones, kelvinRange: l.caps.minKelvin...max(l.caps.minKelvin, l.caps.maxKelvin))
+            notes = try LIFXZone.apply(segments: z.arrayValue ?? [], to: &zones, kelvinRange: l.caps.kelvinRange)
             l.zones = zones
             // Like a colour without a state: the light comes on.
             if plan.kinds.isEmpty { l.on = true }

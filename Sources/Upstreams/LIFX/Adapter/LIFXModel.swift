@@ -23,6 +23,9 @@ struct LIFXCaps: Sendable, Equatable {
     var hasHEV = false
     var minKelvin = 2500
     var maxKelvin = 9000
+
+    /// The light's kelvin range (a product with one kelvin has a range of one).
+    var kelvinRange: ClosedRange<Int> { minKelvin...max(minKelvin, maxKelvin) }
 }
 
 /// One light in the user's units, already rounded (docs/topics.md: brightness and saturation to 1 %, hue to
@@ -145,12 +148,11 @@ struct LIFXLight: Sendable, Equatable {
         // A random hue as LIFX picks one (the LAN path sends what the state says).
         if s.color.random { saturation = 100; hue = Int.random(in: 0..<360) }
         if zones != nil {
-            let range = caps.minKelvin...max(caps.minKelvin, caps.maxKelvin)
             var change = s.color
             if change.random { change.hue = Double(hue); change.saturation = 1 }
-            for i in zones!.indices { zones![i].apply(change, brightness: s.brightness, kelvinRange: range) }
+            for i in zones!.indices { zones![i].apply(change, brightness: s.brightness, kelvinRange: caps.kelvinRange) }
         }
-        if let k = s.color.kelvin { kelvin = min(max(k, caps.minKelvin), caps.maxKelvin); saturation = 0 }
+        if let k = s.color.kelvin { kelvin = k.clamped(to: caps.kelvinRange); saturation = 0 }
         if let h = s.color.hue { hue = Self.degrees(h) }
         if let sat = s.color.saturation { saturation = Self.percent(sat) }
         if let b = s.brightness { brightness = Self.percent(b) }
@@ -161,12 +163,12 @@ struct LIFXLight: Sendable, Equatable {
     mutating func apply(_ d: LIFXDelta) {
         if let p = d.power { on = p }
         if let b = d.brightness { brightness = min(100, max(0, brightness + Self.percent(b))) }
-        if let k = d.kelvin { kelvin = min(caps.maxKelvin, max(caps.minKelvin, kelvin + k)) }
+        if let k = d.kelvin { kelvin = (kelvin + k).clamped(to: caps.kelvinRange) }
         // Every zone moves from its own value, as the light does.
         if zones != nil {
             for i in zones!.indices {
                 if let b = d.brightness { zones![i].brightness = min(100, max(0, zones![i].brightness + Self.percent(b))) }
-                if let k = d.kelvin { zones![i].kelvin = min(caps.maxKelvin, max(caps.minKelvin, zones![i].kelvin + k)) }
+                if let k = d.kelvin { zones![i].kelvin = (zones![i].kelvin + k).clamped(to: caps.kelvinRange) }
             }
         }
     }

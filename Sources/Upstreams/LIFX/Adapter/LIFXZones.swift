@@ -22,7 +22,7 @@ struct LIFXZone: Sendable, Equatable {
 
     /// The same change a whole-light command makes, on this zone (kelvin alone means white, as on the light).
     mutating func apply(_ c: LIFXColorChange, brightness b: Double?, kelvinRange: ClosedRange<Int>) {
-        if let k = c.kelvin { kelvin = min(max(k, kelvinRange.lowerBound), kelvinRange.upperBound); saturation = 0 }
+        if let k = c.kelvin { kelvin = k.clamped(to: kelvinRange); saturation = 0 }
         if let h = c.hue { hue = LIFXLight.degrees(h) }
         if let s = c.saturation { saturation = LIFXLight.percent(s) }
         if let b = b ?? c.brightness { brightness = LIFXLight.percent(b) }
@@ -40,6 +40,11 @@ public struct LIFXZoneAssembler: Sendable {
     public private(set) var invalid = false
 
     public init() {}
+
+    /// The replies to one read, taken in the order given.
+    init(_ packets: [LIFXLANPacket]) {
+        for p in packets { add(p) }
+    }
 
     /// Takes one reply; false when it is not a zone reply or contradicts the ones before.
     @discardableResult
@@ -62,6 +67,18 @@ public struct LIFXZoneAssembler: Sendable {
 
     /// Every zone, once all have arrived.
     public var complete: [LIFXLANMessage.HSBK]? { isComplete ? zones.compactMap { $0 } : nil }
+}
+
+extension Int {
+    func clamped(to r: ClosedRange<Int>) -> Int { Swift.min(Swift.max(self, r.lowerBound), r.upperBound) }
+}
+
+extension LIFXLight {
+    /// The light's own colour (hue, saturation, brightness, kelvin) as one value.
+    var wholeColour: LIFXZone {
+        get { LIFXZone(hue: hue, saturation: saturation, brightness: brightness, kelvin: kelvin) }
+        set { hue = newValue.hue; saturation = newValue.saturation; brightness = newValue.brightness; kelvin = newValue.kelvin }
+    }
 }
 
 extension LIFXZone {
@@ -96,7 +113,7 @@ extension LIFXZone {
             // Kelvin first (it means white), then a colour given beside it wins for hue and saturation.
             var change = LIFXColorChange()
             if let k = seg["color_temp"]?.intValue {
-                let c = min(max(k, kelvinRange.lowerBound), kelvinRange.upperBound)
+                let c = k.clamped(to: kelvinRange)
                 if c != k { notes.append("zones[\(n)]: color_temp \(k) K is outside the light's range \(kelvinRange.lowerBound)–\(kelvinRange.upperBound) K; clamped to \(c) K") }
                 change = LIFXColorChange(kelvin: c)
             }
