@@ -28,13 +28,16 @@ public struct EngineSettings: Sendable {
     /// At most this many held commands, and this many payload bytes, per adapter.
     public var heldLimit: Int
     public var heldBytesLimit: Int
+    /// When an adapter is replaced (a reload), the commands already queued for it are carried out by it
+    /// for at most this long before it is stopped; commands that arrive meanwhile wait for the new one.
+    public var drainTimeout: Double
     /// `origin.support_url` in discovery (`homeassistant.support_url`); none by default.
     public var supportURL: String?
 
     public init(scheme: TopicScheme, discovery: Bool = true, version: String, commandMaxAge: TimeInterval = 30,
                 maxPayload: Int = 256 * 1024, healthInterval: TimeInterval = 60, commandQueueLimit: Int = 1000, commandQueueBytes: Int = 4 << 20,
                 reannounceDelay: ClosedRange<Double> = 0.5...3, settleTimeout: Double = 15, heldLimit: Int = 1000,
-                heldBytesLimit: Int = 1 << 20, supportURL: String? = nil) {
+                heldBytesLimit: Int = 1 << 20, drainTimeout: Double = 5, supportURL: String? = nil) {
         self.scheme = scheme
         self.discovery = discovery
         self.version = version
@@ -47,6 +50,7 @@ public struct EngineSettings: Sendable {
         self.settleTimeout = settleTimeout
         self.heldLimit = heldLimit
         self.heldBytesLimit = heldBytesLimit
+        self.drainTimeout = drainTimeout
         self.supportURL = supportURL
     }
 }
@@ -62,7 +66,7 @@ public struct EngineSettings: Sendable {
 /// devices and what changes publish), `BridgeAPI.swift` (the requests).
 public actor BridgeEngine {
     enum Work: Sendable {
-        case command(DeviceCommand, topic: String, transaction: JSONValue?)
+        case command(DeviceCommand, Reply)
         case mirror(path: String, payload: [UInt8], topic: String)
         case refresh(deviceID: String, topic: String)
 
@@ -70,11 +74,29 @@ public actor BridgeEngine {
         /// it is queued; the queue carries the figure so that taking it off does not measure again).
         var size: Int {
             switch self {
-            case .command(let c, let topic, let t): return JSONValue.object(c.fields).bytes.count + topic.utf8.count + (t?.bytes.count ?? 0)
+            case .command(let c, let r):
+                return JSONValue.object(c.fields).bytes.count + r.topic.utf8.count + (r.transaction?.bytes.count ?? 0) + r.resultTopic.utf8.count
             case .mirror(let path, let payload, let topic): return payload.count + path.utf8.count + topic.utf8.count
             case .refresh(let id, let topic): return id.utf8.count + topic.utf8.count
             }
         }
+    }
+
+    /// Where and how a command is answered: decided when it is routed, so that a device removed (or
+    /// renamed) while its command is on the wire still gets its result where the publisher waits.
+    struct Reply: Sendable {
+        /// The engine's number for the command (the key of `awaiting`).
+        let ticket: UInt64
+        let topic: String
+        let transaction: JSONValue?
+        let resultTopic: String
+    }
+
+    /// A command with a transaction that has not been answered yet, and the adapter instance it went to.
+    struct Awaiting {
+        let adapterID: String
+        var generation: UInt64
+        let reply: Reply
     }
 
     /// Work in an adapter's queue, with the bytes it was counted for.
@@ -98,6 +120,8 @@ public actor BridgeEngine {
         let queued = QueueGauge()
         let stop = Latch()
         let stopped = Latch()
+        /// The worker has taken every piece of work off the finished queue and every outcome is in.
+        let drained = Latch()
     }
 
     /// One adapter as the engine keeps it.
@@ -116,6 +140,11 @@ public actor BridgeEngine {
         var settled = false
         var held: [InboundMessage] = []
         var heldBytes = 0
+        /// Set while a reload replaces this adapter: work routed to it waits in `waiting` for the new one
+        /// (counted against the same bounds as `held`) instead of meeting a finished queue.
+        var replacing = false
+        var waiting: [Queued] = []
+        var waitingBytes = 0
         var adapter: any Adapter { hosted.adapter }
         var generation: UInt64 { hosted.context.generation }
         init(hosted: Hosted, registry: DeviceRegistry) {
@@ -160,6 +189,10 @@ public actor BridgeEngine {
     var sweep = SweepState.waiting
     var connectedOnce = false
     var reloader: (@Sendable () async throws -> JSONValue)?
+    /// Commands with a transaction, from routing to their one result (see `answer`): whatever ends an
+    /// adapter or the engine answers what is still here, so no publisher waits forever.
+    var awaiting: [UInt64: Awaiting] = [:]
+    var nextTicket: UInt64 = 0
     let control: AsyncStream<Control>
     let controlQueue: AsyncStream<Control>.Continuation
 
@@ -212,6 +245,8 @@ public actor BridgeEngine {
             controlQueue.finish()
             group.cancelAll()
         }
+        for slot in slots.values { for q in slot.waiting { refuse(q.work, "the bridge stopped before the command was carried out") } }
+        answerLeftovers(adapterID: nil, generation: nil, "the bridge stopped before the command was carried out")
         publishOffline()
     }
 
@@ -264,6 +299,7 @@ public actor BridgeEngine {
                         if let outcome = await engine.execute(q.work, h) { outcomes.addTask { await outcome() } }
                     }
                 }
+                h.drained.signal()
             }
             await h.stop.wait()
             g.cancelAll()
@@ -283,16 +319,23 @@ public actor BridgeEngine {
     public func replaceAdapters(start: [any Adapter], remove: Set<String>) async {
         for id in slotOrder where remove.contains(id) {
             guard let slot = slots[id] else { continue }
-            await stopAdapter(slot)
+            slot.replacing = true
+            await stopAdapter(slot, drain: true)
             var out: [RegistryOutput] = []
             slot.registry.removeAll(reason: "adapter removed from config", into: &out)
             emit(out)
             slots[id] = nil
-            for m in slot.held { reportError("adapter '\(id)' was removed from the config; command dropped", topic: m.topic, transaction: nil, resultTopic: nil) }
+            slotOrder.removeAll { $0 == id }
+            for q in slot.waiting { refuse(q.work, "adapter '\(id)' was removed from the config; command dropped") }
+            // Routed again, held commands meet the adapter's absence: "unknown adapter", answered when asked.
+            for m in slot.held { handle(m) }
         }
         slotOrder.removeAll { remove.contains($0) }
         for a in start {
-            if let old = slots[a.id] { await stopAdapter(old) }
+            if let old = slots[a.id] {
+                old.replacing = true
+                await stopAdapter(old, drain: true)
+            }
             startAdapter(a)
         }
         publishDeviceList()
@@ -313,7 +356,8 @@ public actor BridgeEngine {
                               reservedPrefixes: adapter.reservedPrefixes)
         if slots[id] == nil { slotOrder.append(id) }
         let slot = Slot(hosted: hosted, registry: registry)
-        if let old = slots[id] {
+        let old = slots[id]
+        if let old {
             // Commands still held for the adapter being replaced wait for the new one's listing.
             slot.held = old.held
             slot.heldBytes = old.heldBytes
@@ -323,6 +367,8 @@ public actor BridgeEngine {
             hosted.stopped.signal()   // the engine is stopping: it never runs
         }
         controlQueue.yield(.settle(adapter: id, generation: nextGeneration, after: settings.settleTimeout))
+        // Work that arrived while the old instance was stopping goes to the new one, in arrival order.
+        for q in old?.waiting ?? [] { enqueue(slot, q.work) }
     }
 
     /// The adapter has listed its devices (or said it cannot): held commands are routed now.
@@ -337,21 +383,35 @@ public actor BridgeEngine {
     }
 
     /// Holds a command for a device its adapter has not listed yet, within the per-adapter bounds.
-    func hold(_ m: InboundMessage, for slot: Slot, _ message: String, transaction: JSONValue?) {
+    func hold(_ m: InboundMessage, for slot: Slot, _ message: String, transaction: JSONValue?, resultTopic: String) {
         guard slot.held.count < settings.heldLimit, slot.heldBytes + m.payload.count <= settings.heldBytesLimit else {
             Bounds.hit("held_commands")
             reportError("\(message): adapter '\(slot.adapter.id)' has not listed its devices yet and holds no more commands; dropped",
-                        topic: m.topic, transaction: transaction, resultTopic: nil)
+                        topic: m.topic, transaction: transaction, resultTopic: resultTopic)
             return
         }
         slot.held.append(m)
         slot.heldBytes += m.payload.count
     }
 
-    func stopAdapter(_ slot: Slot) async {
+    /// Stops one adapter instance. With `drain`, what is already in its queue is carried out first (for at
+    /// most `drainTimeout`); whatever it did not answer is answered with an error once it has stopped.
+    func stopAdapter(_ slot: Slot, drain: Bool) async {
         slot.hosted.queue.finish()
+        if drain { await Self.wait(for: slot.hosted.drained, atMost: settings.drainTimeout, clock: clock) }
         slot.hosted.stop.signal()
         await slot.hosted.stopped.wait()
+        answerLeftovers(adapterID: slot.adapter.id, generation: slot.generation,
+                        "adapter '\(slot.adapter.id)' stopped before the command was carried out")
+    }
+
+    nonisolated static func wait(for latch: Latch, atMost seconds: Double, clock: any BridgeClock) async {
+        await withTaskGroup(of: Void.self) { g in
+            g.addTask { await latch.wait() }
+            g.addTask { try? await clock.sleep(seconds: seconds) }
+            await g.next()
+            g.cancelAll()
+        }
     }
 
     /// Clean shutdown (design.md §11): `offline` on every device availability topic and every mirror's.
@@ -410,19 +470,20 @@ public actor BridgeEngine {
         case .request(let path, let payload):
             handleRequest(path: path, payload: payload)
         case .mirror(let adapter, let path, let topic):
-            enqueue(adapter, .mirror(path: path, payload: m.payload, topic: topic), topic: topic, transaction: nil, resultTopic: nil)
+            if let slot = slots[adapter] { enqueue(slot, .mirror(path: path, payload: m.payload, topic: topic)) }
         case .command(let adapter, let command, let topic, let transaction, let resultTopic):
-            enqueue(adapter, .command(command, topic: topic, transaction: transaction), topic: topic, transaction: transaction,
-                    resultTopic: resultTopic)
+            nextTicket += 1
+            let reply = Reply(ticket: nextTicket, topic: topic, transaction: transaction, resultTopic: resultTopic)
+            if let slot = slots[adapter] { enqueue(slot, .command(command, reply)) }
         case .refresh(let adapter, let deviceID, let topic):
-            enqueue(adapter, .refresh(deviceID: deviceID, topic: topic), topic: topic, transaction: nil, resultTopic: nil)
+            if let slot = slots[adapter] { enqueue(slot, .refresh(deviceID: deviceID, topic: topic)) }
         case .reject(let message, let topic, let transaction, let resultTopic):
             reportError(message, topic: topic, transaction: transaction, resultTopic: resultTopic)
-        case .unknownDevice(let adapter, let message, let topic, let transaction):
+        case .unknownDevice(let adapter, let message, let topic, let transaction, let resultTopic):
             if let slot = slots[adapter], !slot.settled {
-                hold(m, for: slot, message, transaction: transaction)
+                hold(m, for: slot, message, transaction: transaction, resultTopic: resultTopic)
             } else {
-                reportError(message, topic: topic, transaction: transaction, resultTopic: nil)
+                reportError(message, topic: topic, transaction: transaction, resultTopic: resultTopic)
             }
         }
     }
@@ -439,25 +500,69 @@ public actor BridgeEngine {
         var adapterIDs: [String] { order }
     }
 
-    func enqueue(_ adapter: String, _ work: Work, topic: String, transaction: JSONValue?, resultTopic: String?) {
-        guard let slot = slots[adapter] else { return }
+    /// Queues work for an adapter, within its bounds; while a reload replaces the adapter, the work waits
+    /// for the new instance. Refused work is answered at once.
+    func enqueue(_ slot: Slot, _ work: Work) {
+        let adapter = slot.adapter.id
         let size = work.size
+        if slot.replacing {
+            guard slot.waiting.count < settings.heldLimit, slot.waitingBytes + size <= settings.heldBytesLimit else {
+                Bounds.hit("held_commands")
+                refuse(work, "adapter '\(adapter)' is restarting and holds no more commands; dropped")
+                return
+            }
+            slot.waiting.append(Queued(work: work, size: size))
+            slot.waitingBytes += size
+            return
+        }
         if slot.hosted.queued.bytes.load(ordering: .relaxed) + size > settings.commandQueueBytes {
             Bounds.hit("command_queue")
-            reportError("command queue of adapter '\(adapter)' holds \(settings.commandQueueBytes) bytes already; command dropped",
-                        topic: topic, transaction: transaction, resultTopic: resultTopic)
+            refuse(work, "command queue of adapter '\(adapter)' holds \(settings.commandQueueBytes) bytes already; command dropped")
             return
         }
         switch slot.hosted.queue.yield(Queued(work: work, size: size)) {
-        case .enqueued: slot.hosted.queued.bytes.add(size, ordering: .relaxed)
+        case .enqueued:
+            slot.hosted.queued.bytes.add(size, ordering: .relaxed)
+            if case .command(_, let r) = work { track(r, slot) }
         case .dropped:
             Bounds.hit("command_queue")
-            reportError("command queue of adapter '\(adapter)' is full (\(settings.commandQueueLimit)); command dropped",
-                        topic: topic, transaction: transaction, resultTopic: resultTopic)
+            refuse(work, "command queue of adapter '\(adapter)' is full (\(settings.commandQueueLimit)); command dropped")
         case .terminated:
-            reportError("adapter '\(adapter)' is not running", topic: topic, transaction: transaction, resultTopic: resultTopic)
+            refuse(work, "adapter '\(adapter)' is not running")
         @unknown default: break
         }
+    }
+
+    /// Work that will not be carried out: its error, on the result topic when the command asked for one.
+    func refuse(_ work: Work, _ message: String) {
+        switch work {
+        case .command(_, let r): reportError(message, topic: r.topic, transaction: r.transaction, resultTopic: r.resultTopic)
+        case .mirror(_, _, let topic), .refresh(_, let topic): reportError(message, topic: topic, transaction: nil, resultTopic: nil)
+        }
+    }
+
+    /// A queued command with a transaction is on the books until `answer` (or `answerLeftovers`) answers it.
+    func track(_ r: Reply, _ slot: Slot) {
+        guard r.transaction != nil else { return }
+        awaiting[r.ticket] = Awaiting(adapterID: slot.adapter.id, generation: slot.generation, reply: r)
+    }
+
+    /// The one result of a command: `ok`, or its error (also on bridge/log). A command answered already
+    /// (by `answerLeftovers`, when its adapter stopped) only logs.
+    func answer(_ r: Reply, error: String?) {
+        let first = r.transaction != nil && awaiting.removeValue(forKey: r.ticket) != nil
+        if let error {
+            reportError(error, topic: r.topic, transaction: first ? r.transaction : nil, resultTopic: r.resultTopic)
+        } else if first, let transaction = r.transaction {
+            transport.publish(r.resultTopic, json: ["transaction": transaction, "status": "ok"], qos: 1, retain: false)
+        }
+    }
+
+    /// Answers, with `message`, every command still awaiting its result from one adapter instance (or,
+    /// with nil, from any).
+    func answerLeftovers(adapterID: String?, generation: UInt64?, _ message: String) {
+        let left = awaiting.values.filter { a in adapterID.map { a.adapterID == $0 } ?? true && generation.map { a.generation == $0 } ?? true }
+        for a in left.sorted(by: { $0.reply.ticket < $1.reply.ticket }) { answer(a.reply, error: message) }
     }
 
     /// Carries out one piece of work in arrival order. A command's outcome is awaited off the queue
@@ -466,19 +571,19 @@ public actor BridgeEngine {
     func execute(_ work: Work, _ h: Hosted) async -> (@Sendable () async -> Void)? {
         let adapter = h.adapter, context = h.context
         switch work {
-        case .command(let cmd, let topic, let transaction):
+        case .command(let cmd, let reply):
             do {
                 let pending = try await adapter.accept(cmd, context: context)
                 return { [self] in
                     do {
                         try await pending.wait()
-                        await commandDone(adapter.id, cmd.deviceID, transaction: transaction)
+                        await answer(reply, error: nil)
                     } catch {
-                        await commandFailed(adapter.id, cmd.deviceID, error, topic: topic, transaction: transaction)
+                        await answer(reply, error: Self.message(of: error, adapter: adapter.id))
                     }
                 }
             } catch {
-                commandFailed(adapter.id, cmd.deviceID, error, topic: topic, transaction: transaction)
+                answer(reply, error: Self.message(of: error, adapter: adapter.id))
             }
         case .mirror(let path, let payload, let topic):
             do {
@@ -498,19 +603,9 @@ public actor BridgeEngine {
         return nil
     }
 
-    func commandDone(_ adapterID: String, _ deviceID: String, transaction: JSONValue?) {
-        if let transaction, let rt = resultTopic(adapterID, deviceID) {
-            transport.publish(rt, json: ["transaction": transaction, "status": "ok"], qos: 1, retain: false)
-        }
-    }
-
-    func commandFailed(_ adapterID: String, _ deviceID: String, _ error: any Error, topic: String, transaction: JSONValue?) {
-        reportError(Self.message(of: error), topic: topic, transaction: transaction, resultTopic: resultTopic(adapterID, deviceID))
-    }
-
-    func resultTopic(_ adapter: String, _ deviceID: String) -> String? {
-        guard let rec = slots[adapter]?.registry.devices[deviceID] else { return nil }
-        return scheme.result(adapter: adapter, name: rec.name)
+    /// A command's error in words; one cut short because its adapter was stopping says so.
+    static func message(of error: any Error, adapter: String) -> String {
+        Task.isCancelled ? "adapter '\(adapter)' stopped before the command was answered" : message(of: error)
     }
 
     static func message(of error: any Error) -> String {

@@ -125,30 +125,34 @@ public struct DeviceRegistry: Sendable {
     }
 
     /// A rename publishes the new topics and clears the old state, availability and details; discovery
-    /// is keyed by the stable id, so Home Assistant keeps the entity.
+    /// is keyed by the stable id, so Home Assistant keeps the entity. The order is what a subscriber to a
+    /// discovery config needs: the new state and availability first, then the config pointing at them,
+    /// and only then the old topics emptied (no config points at them any more).
     mutating func rename(_ rec: inout Record, to name: String, into out: inout [RegistryOutput]) {
         let old = rec.name
-        for t in [scheme.device(adapter: adapterID, name: old), scheme.availability(adapter: adapterID, name: old),
-                  scheme.deviceDetails(adapter: adapterID, name: old)] {
-            out.append(.publish(Publication(t, [], retain: true)))
-        }
         byName[old] = nil
         byName[name] = rec.descriptor.id
         rec.name = name
         publishDetails(rec, into: &out)
-        announce(&rec, into: &out)
         rec.publishedState = nil
         if let p = statePublication(&rec, force: true) { out.append(.publish(p)) }
         if let a = rec.available { out.append(.publish(availability(rec, a))) }
+        announce(&rec, into: &out)
+        for t in [scheme.device(adapter: adapterID, name: old), scheme.availability(adapter: adapterID, name: old),
+                  scheme.deviceDetails(adapter: adapterID, name: old)] {
+            out.append(.publish(Publication(t, [], retain: true)))
+        }
         out.append(.publish(event("device_renamed", ["adapter": .string(adapterID), "id": .string(rec.descriptor.id),
                                                      "from": .string(old), "to": .string(name)])))
     }
 
-    /// Clears the device's state, availability, details and discovery topics.
+    /// Clears the device's discovery configs, then its state, availability and details: Home Assistant
+    /// drops the entity before the topics it reads are emptied (an empty state under a standing config
+    /// is a template error there).
     public mutating func remove(_ id: String, reason: String, into out: inout [RegistryOutput]) {
         guard let rec = devices[id] else { return }
-        for t in [scheme.device(adapter: adapterID, name: rec.name), scheme.availability(adapter: adapterID, name: rec.name),
-                  scheme.deviceDetails(adapter: adapterID, name: rec.name)] + rec.discoveryTopics {
+        for t in rec.discoveryTopics + [scheme.device(adapter: adapterID, name: rec.name), scheme.availability(adapter: adapterID, name: rec.name),
+                                        scheme.deviceDetails(adapter: adapterID, name: rec.name)] {
             out.append(.publish(Publication(t, [], retain: true)))
         }
         devices[id] = nil

@@ -24,8 +24,9 @@ public enum InboundRoute: Sendable, Equatable {
     /// Refused, with the words for bridge/log (and the result topic when the command gave a transaction).
     case reject(String, topic: String, transaction: JSONValue?, resultTopic: String?)
     /// For a device the adapter has not listed: refused once the adapter has listed its devices, held
-    /// until then (a command replayed from the session right after a restart).
-    case unknownDevice(adapter: String, String, topic: String, transaction: JSONValue?)
+    /// until then (a command replayed from the session right after a restart). `resultTopic` is where a
+    /// command with a transaction is answered (its name as the topic gave it).
+    case unknownDevice(adapter: String, String, topic: String, transaction: JSONValue?, resultTopic: String)
 }
 
 /// How the router sees the running adapters: each adapter's kind and devices by name.
@@ -72,7 +73,9 @@ public struct InboundRouter: Sendable {
         case .get(let adapter, let device):
             if m.retain { return .retainedCommand(topic: m.topic) }
             if directory.isMirror(adapter) == true { return .mirror(adapter: adapter, path: "\(device)/get", topic: m.topic) }
-            if let rejection = unknown(adapter: adapter, device: device, topic: m.topic, transaction: nil, directory) { return rejection }
+            if let rejection = unknown(adapter: adapter, device: device, topic: m.topic, transaction: nil, resultTopic: nil, directory) {
+                return rejection
+            }
             return .refresh(adapter: adapter, deviceID: directory.device(adapter, named: device)!.id, topic: m.topic)
         case .other:
             return .none
@@ -89,14 +92,17 @@ public struct InboundRouter: Sendable {
 
     func command(adapter: String, device: String, field: String?, _ m: InboundMessage, _ directory: some InboundDirectory) -> InboundRoute {
         let known = directory.device(adapter, named: device)
-        let resultTopic = known.map { scheme.result(adapter: adapter, name: $0.name) }
+        // Every command that carries a transaction is answered, an unknown device's or adapter's included:
+        // on the result topic of the name the command was sent to.
+        let resultTopic = scheme.result(adapter: adapter, name: device)
         let parsed: CommandParser.Parsed
         switch CommandParser.read(payload: m.payload, field: field, bareWords: known?.descriptor.bareCommands ?? CommandParser.stateWords) {
         case .success(let p): parsed = p
         case .failure(let f):
             return .reject(f.message, topic: m.topic, transaction: f.transaction, resultTopic: f.transaction == nil ? nil : resultTopic)
         }
-        if let rejection = unknown(adapter: adapter, device: device, topic: m.topic, transaction: parsed.transaction, directory) {
+        if let rejection = unknown(adapter: adapter, device: device, topic: m.topic, transaction: parsed.transaction,
+                                   resultTopic: resultTopic, directory) {
             return rejection
         }
         let d = known!
@@ -105,17 +111,19 @@ public struct InboundRouter: Sendable {
             return .reject(f.message, topic: m.topic, transaction: parsed.transaction, resultTopic: resultTopic)
         case .success(let fields):
             return .command(adapter: adapter, DeviceCommand(deviceID: d.id, fields: fields), topic: m.topic,
-                            transaction: parsed.transaction, resultTopic: resultTopic!)
+                            transaction: parsed.transaction, resultTopic: resultTopic)
         }
     }
 
-    func unknown(adapter: String, device: String, topic: String, transaction: JSONValue?, _ directory: some InboundDirectory) -> InboundRoute? {
+    func unknown(adapter: String, device: String, topic: String, transaction: JSONValue?, resultTopic: String?,
+                 _ directory: some InboundDirectory) -> InboundRoute? {
         guard directory.isMirror(adapter) != nil else {
             return .reject("unknown adapter '\(adapter)' (running: \(directory.adapterIDs.joined(separator: ", ")))", topic: topic,
-                           transaction: transaction, resultTopic: nil)
+                           transaction: transaction, resultTopic: transaction == nil ? nil : resultTopic)
         }
         guard directory.device(adapter, named: device) != nil else {
-            return .unknownDevice(adapter: adapter, "unknown device '\(device)' for adapter '\(adapter)'", topic: topic, transaction: transaction)
+            return .unknownDevice(adapter: adapter, "unknown device '\(device)' for adapter '\(adapter)'", topic: topic, transaction: transaction,
+                                  resultTopic: resultTopic ?? scheme.result(adapter: adapter, name: device))
         }
         return nil
     }

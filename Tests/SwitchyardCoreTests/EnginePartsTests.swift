@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import SwitchyardCore
+import SwitchyardTestSupport
 
 /// The engine's pure parts: what a message asks for, what a registry change publishes, the bridge
 /// API's payloads, the clocks. No broker, no sockets.
@@ -52,7 +53,7 @@ struct Directory: InboundDirectory {
 
     @Test func anUnknownDeviceIsNamedSoTheEngineCanHoldItUntilTheListing() {
         #expect(route("b/test/desk/set", #"{"state":"ON","transaction":2}"#)
-                == .unknownDevice(adapter: "test", "unknown device 'desk' for adapter 'test'", topic: "b/test/desk/set", transaction: 2))
+                == .unknownDevice(adapter: "test", "unknown device 'desk' for adapter 'test'", topic: "b/test/desk/set", transaction: 2, resultTopic: "b/test/desk/result"))
     }
 
     @Test func retainedCommandsOldCommandsMirrorsAndBirth() {
@@ -128,6 +129,30 @@ struct Directory: InboundDirectory {
         _ = c.setDevices([lamp()], authoritative: true, available: [:], into: &out)
         _ = c.setDevices([], authoritative: true, available: [:], into: &out)
         #expect(c.devices.isEmpty)
+    }
+
+    /// What a subscriber to a discovery config sees through a device's whole life (added, renamed, gone):
+    /// no topic a standing config reads is ever emptied (Home Assistant reads an empty state as a value).
+    @Test func noStandingDiscoveryConfigSeesItsTopicsEmptied() throws {
+        var r = registry()
+        var out: [RegistryOutput] = []
+        _ = r.setDevices([lamp()], authoritative: false, available: [:], into: &out)
+        _ = r.update("lamp-1", ["state": "ON"]).map { out.append(.publish($0)) }
+        _ = r.setDevices([lamp(name: "desk")], authoritative: false, available: [:], into: &out)
+        for _ in 0..<3 { _ = r.setDevices([], authoritative: false, available: [:], into: &out) }
+        #expect(r.devices.isEmpty)
+        var watch = DiscoveryReadWatch()
+        var breaches: [String] = []
+        for case .publish(let p) in out {
+            if let b = watch.see(topic: p.topic, payload: p.payload, retain: p.retain) { breaches.append(b) }
+        }
+        #expect(breaches.isEmpty, "\(breaches)")
+        #expect(watch.configs.isEmpty)   // the removal cleared the config too
+        // The watch itself: a state emptied under a standing config is a breach.
+        var w = DiscoveryReadWatch()
+        _ = w.see(topic: "homeassistant/light/x/light/config", payload: Array(#"{"state_topic":"b/x","availability":[{"topic":"b/x/availability"}]}"#.utf8), retain: true)
+        #expect(w.see(topic: "b/x/availability", payload: [], retain: true) != nil)
+        #expect(w.see(topic: "b/y", payload: [], retain: true) == nil)
     }
 
     @Test func aRenameClearsTheOldTopicsAndKeepsTheDiscoveryID() throws {

@@ -1,0 +1,103 @@
+import Foundation
+import SwitchyardCore
+
+/// The invariants a soak run holds over time (docs/testing.md "The soak run"), as plain values fed what
+/// a subscriber to `#` sees, in order. Each `see` returns the breach it found, if any, in words. The same
+/// checks run in unit tests over a list of publications and in `switchyard-bench --scenario soak` over a
+/// real broker's traffic.
+
+/// No topic that a retained discovery config reads is emptied while that config stands: Home Assistant
+/// reads an empty retained state or availability as a value, and its templates fail on it.
+public struct DiscoveryReadWatch: Sendable {
+    let prefix: String
+    /// Config topic → the topics it reads.
+    public private(set) var configs: [String: Set<String>] = [:]
+    /// Read topic → how many standing configs read it.
+    var readers: [String: Int] = [:]
+
+    public init(discoveryPrefix: String = "homeassistant") { prefix = discoveryPrefix + "/" }
+
+    /// The topics a discovery payload reads: every `*_topic` but `command_topic`, and each `availability`
+    /// entry's `topic`, at any depth (device-based configs nest their components).
+    public static func readTopics(_ payload: JSONValue) -> Set<String> {
+        var out: Set<String> = []
+        func walk(_ v: JSONValue, key: String?) {
+            switch v {
+            case .object(let o):
+                for (k, x) in o { walk(x, key: k) }
+            case .array(let a):
+                for x in a {
+                    if key == "availability", case .string(let t)? = x["topic"] { out.insert(t) } else { walk(x, key: key) }
+                }
+            case .string(let s):
+                if let key, key.hasSuffix("_topic"), !key.hasSuffix("command_topic") { out.insert(s) }
+            default: break
+            }
+        }
+        walk(payload, key: nil)
+        return out
+    }
+
+    public mutating func see(topic: String, payload: [UInt8], retain: Bool) -> String? {
+        if topic.hasPrefix(prefix), topic.hasSuffix("/config") {
+            for t in configs[topic] ?? [] { readers[t, default: 1] -= 1; if readers[t] == 0 { readers[t] = nil } }
+            configs[topic] = nil
+            guard !payload.isEmpty, let json = try? JSONValue.parse(payload) else { return nil }
+            let reads = Self.readTopics(json)
+            configs[topic] = reads
+            for t in reads { readers[t, default: 0] += 1 }
+            return nil
+        }
+        // A clear reaches a live subscriber without its retain flag (MQTT 3.1.1): any empty payload counts.
+        guard payload.isEmpty, readers[topic] != nil else { return nil }
+        let by = configs.filter { $0.value.contains(topic) }.keys.sorted()
+        return "\(topic) emptied while \(by.count) discovery config(s) read it (\(by.first ?? ""))"
+    }
+}
+
+/// Every command sent with a transaction gets exactly one result, and "not running" is never the answer.
+public struct TransactionLedger: Sendable {
+    public struct Sent: Sendable {
+        public var topic: String
+        public var at: Double
+    }
+    /// Transaction → what was sent and when (seconds on the run's clock); removed when answered.
+    public private(set) var open: [String: Sent] = [:]
+    public private(set) var answered = 0
+    public private(set) var ok = 0
+    var done: Set<String> = []
+
+    public init() {}
+
+    public mutating func sent(_ transaction: String, topic: String, at: Double) { open[transaction] = Sent(topic: topic, at: at) }
+
+    /// A message on a `…/result` topic.
+    public mutating func result(_ payload: [UInt8]) -> String? {
+        guard let json = try? JSONValue.parse(payload), case .string(let t)? = json["transaction"] else { return nil }
+        if done.contains(t) { return "transaction \(t) answered twice: \(String(decoding: payload, as: UTF8.self))" }
+        guard open.removeValue(forKey: t) != nil else { return nil }   // not one of ours
+        done.insert(t)
+        answered += 1
+        if case .string("ok")? = json["status"] { ok += 1 }
+        if case .string(let e)? = json["error"], e.contains("is not running") { return "transaction \(t) refused: \(e)" }
+        return nil
+    }
+
+    /// The transactions sent more than `olderThan` seconds before `now` and still unanswered (each
+    /// reported once: they are then forgotten).
+    public mutating func overdue(now: Double, olderThan: Double) -> [String] {
+        let late = open.filter { now - $0.value.at > olderThan }
+        for k in late.keys { open[k] = nil; done.insert(k) }
+        return late.sorted { $0.value.at < $1.value.at }.map { "transaction \($0.key) (\($0.value.topic)) unanswered after \(Int(olderThan)) s" }
+    }
+}
+
+/// Least-squares slope of (x, y) samples: y units per x unit.
+public func slope(_ samples: [(x: Double, y: Double)]) -> Double {
+    guard samples.count >= 2 else { return 0 }
+    let n = Double(samples.count)
+    let mx = samples.map(\.x).reduce(0, +) / n, my = samples.map(\.y).reduce(0, +) / n
+    let sxx = samples.map { ($0.x - mx) * ($0.x - mx) }.reduce(0, +)
+    guard sxx > 0 else { return 0 }
+    return samples.map { ($0.x - mx) * ($0.y - my) }.reduce(0, +) / sxx
+}
