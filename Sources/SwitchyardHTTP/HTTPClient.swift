@@ -143,15 +143,19 @@ public final class HTTPClient: Sendable {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<HTTPResponse, any Error>) in
                 let t = Transfer(id: id, request: request, continuation: c,
                                  maxBody: options.maxResponseBytes, maxHeaders: options.maxHeaderBytes)
-                let accepted = shared.withLock { s -> Bool in
-                    if s.stopping { return false }
+                // Checked under the lock that `onCancel` takes: the task's cancelled flag is set before its
+                // handler runs, so either the handler's `.cancel` comes after this `.start` in the commands,
+                // or the flag is seen here and the request never starts (a cancel before the start was lost).
+                let refusal = shared.withLock { s -> (any Error)? in
+                    if s.stopping { return HTTPError(kind: .other, message: "HTTP client is shut down") }
+                    if Task.isCancelled { return CancellationError() }
                     s.commands.append(.start(t))
-                    return true
+                    return nil
                 }
-                if accepted {
-                    ccurl_multi_wakeup(multi)
+                if let refusal {
+                    c.resume(throwing: refusal)
                 } else {
-                    c.resume(throwing: HTTPError(kind: .other, message: "HTTP client is shut down"))
+                    ccurl_multi_wakeup(multi)
                 }
             }
         } onCancel: {

@@ -109,6 +109,28 @@ import SwitchyardHTTP
         }
     }
 
+    /// A cancellation that comes before the request is handed to the transfer thread is not lost: the
+    /// request fails with CancellationError and never reaches the server (it used to run until its
+    /// time-out, here 1 s against a server that answers after 3, and come back as a timeout).
+    @Test func cancellationBeforeTheStartIsNotLost() async throws {
+        try await HTTPClient.withClient { c in
+            try await Self.withServer { s in
+                for _ in 0..<20 {
+                    let task = Task {
+                        withUnsafeCurrentTask { $0?.cancel() }
+                        return try await c.get("\(s.baseURL)/slow", timeout: 1)
+                    }
+                    let result = await task.result
+                    switch result {
+                    case .failure(let e): #expect(e is CancellationError, "\(e)")
+                    case .success(let r): Issue.record("a cancelled request was answered: \(r.status)")
+                    }
+                }
+                #expect(s.received.isEmpty)
+            }
+        }
+    }
+
     @Test func timeoutsAndRefusedConnectionsAreTypedErrors() async throws {
         try await HTTPClient.withClient { c in
             try await Self.withServer { s in
