@@ -21,6 +21,10 @@ public protocol Adapter: Sendable {
     func refreshAll(context: AdapterContext) async throws
     /// Adapter-specific bridge requests (`bridge/request/<adapter>/<path>`); nil when unknown.
     func request(path: String, payload: JSONValue, context: AdapterContext) async throws -> JSONValue?
+    /// Called before `run` when a reload replaces `previous` (stopped by now, same id) with this adapter:
+    /// takes over what the old instance knew of its upstream that no single listing says again. The
+    /// default takes nothing.
+    func inherit(from previous: any Adapter) async
 }
 
 /// An adapter that mirrors an upstream's own topic tree under `<base>/<id>/` (the Home Assistant
@@ -48,6 +52,7 @@ extension Adapter {
     }
     public func refreshAll(context: AdapterContext) async throws {}
     public func request(path: String, payload: JSONValue, context: AdapterContext) async throws -> JSONValue? { nil }
+    public func inherit(from previous: any Adapter) async {}
 }
 
 /// A message a mirror adapter publishes under `<base>/<adapter>/`.

@@ -11,7 +11,7 @@ extension BridgeEngine {
 
     /// The slot of this adapter instance, while it is the running one and the engine is not stopping.
     func current(_ adapterID: String, _ generation: UInt64) -> Slot? {
-        guard let slot = slots[adapterID], slot.generation == generation, !stopped else { return nil }
+        guard let slot = slots[adapterID], slot.generation == generation, !slot.stopping, !stopped else { return nil }
         return slot
     }
 

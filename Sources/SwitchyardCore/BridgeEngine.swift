@@ -143,6 +143,9 @@ public actor BridgeEngine {
         /// Set while a reload replaces this adapter: work routed to it waits in `waiting` for the new one
         /// (counted against the same bounds as `held`) instead of meeting a finished queue.
         var replacing = false
+        /// Set once the adapter is told to stop: what it reports from then on (a cancelled request's error
+        /// among it) changes nothing.
+        var stopping = false
         var waiting: [Queued] = []
         var waitingBytes = 0
         var adapter: any Adapter { hosted.adapter }
@@ -335,6 +338,9 @@ public actor BridgeEngine {
             if let old = slots[a.id] {
                 old.replacing = true
                 await stopAdapter(old, drain: true)
+                // What the old instance learnt of its upstream, where the new one can take it (LIFX: which
+                // transport saw which light), so that a reload forgets nothing a listing would not say again.
+                await a.inherit(from: old.adapter)
             }
             startAdapter(a)
         }
@@ -399,6 +405,7 @@ public actor BridgeEngine {
     func stopAdapter(_ slot: Slot, drain: Bool) async {
         slot.hosted.queue.finish()
         if drain { await Self.wait(for: slot.hosted.drained, atMost: settings.drainTimeout, clock: clock) }
+        slot.stopping = true
         slot.hosted.stop.signal()
         await slot.hosted.stopped.wait()
         answerLeftovers(adapterID: slot.adapter.id, generation: slot.generation,

@@ -11,7 +11,6 @@ struct LIFXLANDevice {
     var target: UInt64
     /// The product as the device's firmware has it (the products list's upgrades applied).
     var product: LIFXProduct?
-    var lastHeard: MonotonicInstant
     var nextPoll: MonotonicInstant
     var polling = false
     var identified = false
@@ -125,9 +124,15 @@ extension LIFXAdapter {
                     lanDevices[serial]?.polling = true
                     lanWork?.yield(.poll(serial))
                 }
-                if (now - d.lastHeard).seconds > settings.lan.offlineAfter, lights[serial]?.connected == true {
-                    lights[serial]?.connected = false
-                    changed.insert(serial)
+                // Reachability and route as the presence model has them now (the LAN's grace is offline_after).
+                if var l = lights[serial] {
+                    let online = presence.available(serial, now: now), via = presence.route(serial, now: now).rawValue
+                    if l.connected != online || l.via != via {
+                        l.connected = online
+                        l.via = via
+                        lights[serial] = l
+                        changed.insert(serial)
+                    }
                 }
             }
             if !changed.isEmpty { await publish(changed) }
@@ -149,7 +154,8 @@ extension LIFXAdapter {
         guard service == 1, port > 0, port <= 65535 else { return }
         let endpoint = LIFXLANEndpoint(host: from.host, port: UInt16(port))
         if lanDevices[serial] == nil {
-            lanDevices[serial] = LIFXLANDevice(endpoint: endpoint, target: p.header.target, lastHeard: clock.now(), nextPoll: clock.now())
+            lanDevices[serial] = LIFXLANDevice(endpoint: endpoint, target: p.header.target, nextPoll: clock.now())
+            heard(serial)
             lanWork?.yield(.identify(serial))
         } else {
             // The device may have moved (a new DHCP lease): its requests follow it, retries included.
@@ -163,7 +169,8 @@ extension LIFXAdapter {
 
     /// Any answer from a device: it is there.
     func heard(_ serial: String) {
-        lanDevices[serial]?.lastHeard = clock.now()
+        guard lanDevices[serial] != nil else { return }
+        presence.lanHeard(serial, at: clock.now())
     }
 
     /// One request and its reply of type `expect`; nil on time-out or when the device does not know the type.
@@ -350,8 +357,11 @@ extension LIFXAdapter {
         return a.complete
     }
 
-    /// Whether a light is reached over the LAN now.
-    func onLAN(_ id: String) -> Bool { lanDevices[id]?.identified == true }
+    /// Whether a light is reached over the LAN now: identified there, and the routing rule says LAN (a light
+    /// the LAN has not heard within offline_after goes over the cloud while the cloud lists it).
+    func onLAN(_ id: String) -> Bool {
+        lanDevices[id]?.identified == true && presence.route(id, now: clock.now()) == .lan
+    }
 
     func reportLANMetrics() async {
         guard let lan else { return }

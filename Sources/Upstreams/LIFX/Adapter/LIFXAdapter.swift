@@ -65,7 +65,8 @@ public actor LIFXAdapter: Adapter {
     var http: HTTPClient?
     var context: AdapterContext?
     var lights: [String: LIFXLight] = [:]
-    var missing: [String: Int] = [:]
+    /// Which transports see each light (removal, availability and routing follow it).
+    var presence: LIFXPresence
     var scenes: [String: LIFXScene] = [:]
     var lastActivated: [String: String] = [:]
     var queue: LIFXRequestQueue
@@ -96,6 +97,7 @@ public actor LIFXAdapter: Adapter {
         self.settings = settings
         self.clock = clock
         self.queue = LIFXRequestQueue(minInterval: settings.minInterval, retryDelay: settings.retryDelay)
+        self.presence = LIFXPresence(lanGrace: settings.lan.offlineAfter)
     }
 
     // MARK: Adapter
@@ -126,6 +128,19 @@ public actor LIFXAdapter: Adapter {
         }
     }
 
+    /// A reload's new instance keeps what the old one knew: its lights (the LAN's among them, which no cloud
+    /// listing names), which transport saw each and when, and the scenes. The LAN finds its devices again
+    /// at once (discovery starts with the run); until then they keep their state and availability.
+    public func inherit(from previous: any Adapter) async {
+        guard let old = previous as? LIFXAdapter else { return }
+        let (lights, presence, scenes) = await old.model
+        self.lights = lights
+        self.presence = presence.regraced(lanGrace: settings.lan.offlineAfter)
+        self.scenes = scenes
+    }
+
+    var model: ([String: LIFXLight], LIFXPresence, [String: LIFXScene]) { (lights, presence, scenes) }
+
     public func perform(_ command: DeviceCommand, context: AdapterContext) async throws {
         try await accept(command, context: context).wait()
     }
@@ -134,7 +149,13 @@ public actor LIFXAdapter: Adapter {
         self.context = context
         let tickets = try await plan(command)
         return PendingCommand { [self] in
-            for t in tickets { try await self.outcome(t) }
+            // Every ticket's outcome is taken, a failed first one included: an outcome nobody takes would
+            // stay in `outcomes` for as long as the adapter runs. The first failure is the command's.
+            var failure: (any Error)?
+            for t in tickets {
+                do { try await self.outcome(t) } catch { if failure == nil { failure = error } }
+            }
+            if let failure { throw failure }
         }
     }
 
@@ -471,6 +492,18 @@ public actor LIFXAdapter: Adapter {
             if lan.location == nil { lan.location = l.location }
             lights[l.id] = lan
             return
+        }
+        if let old = lights[l.id], lanDevices[l.id]?.identified == true {
+            // Known on the LAN but silent there past offline_after: the cloud's values and reachability, the
+            // LAN's facts about the product (so its capabilities, and its discovery, stay as they were).
+            l.caps = old.caps
+            l.model = old.model ?? l.model
+            l.firmware = old.firmware
+            l.zones = old.zones
+            l.infrared = old.infrared
+            l.clean = old.clean
+            l.group = old.group ?? l.group
+            l.location = old.location ?? l.location
         }
         if let old = lights[l.id] {
             if queue.changes(light: l.id) { l.values = old.values }

@@ -199,12 +199,13 @@ extension LIFXAdapter {
                 scenesDue = false
             }
             polls += 1
-            let ids = Set(listed.map(\.id))
-            for id in lights.keys where !ids.contains(id) {
-                missing[id, default: 0] += 1
-                if missing[id]! >= 3 { lights[id] = nil; missing[id] = nil }
+            // A light the cloud stops listing goes only when the LAN does not see it either.
+            let connected = Dictionary(listed.map { ($0.id, $0.connected) }, uniquingKeysWith: { a, _ in a })
+            for id in presence.cloudListed(connected, now: clock.now()) {
+                lights[id] = nil
+                lanDevices[id] = nil   // heard again, it is identified again
             }
-            for l in listed { merge(l); missing[l.id] = nil }
+            for l in listed { merge(l) }
             await declare()
             await publish(Set(lights.keys))
             for s in scenes.values { await context?.update("scene_\(s.uuid)", sceneFields(s)) }
@@ -217,8 +218,12 @@ extension LIFXAdapter {
             lastPollError = message
             await context?.setStatus(.error("LIFX listing failed: \(message)"))
             if pollFailures >= 2 {
-                for id in lights.keys { await context?.setAvailable(id, false) }
-                for d in groupDescriptors() { await context?.setAvailable(d.id, false) }
+                // Unreachable over the cloud; what the LAN hears stays available.
+                let now = clock.now()
+                for id in lights.keys where !presence.lanSees(id, now: now) { await context?.setAvailable(id, false) }
+                for d in groupDescriptors() where !((try? target(d.id).lights.contains { presence.lanSees($0, now: now) }) ?? false) {
+                    await context?.setAvailable(d.id, false)
+                }
             }
             return false
         }

@@ -111,6 +111,16 @@ public final class LIFXCloudSimulator: Sendable {
     }
 
     public static func start(token: String, lights: [Light], scenes: [Scene] = []) async throws -> LIFXCloudSimulator {
+        try await start(state: State(lights: lights, scenes: scenes, token: token), port: 0)
+    }
+
+    /// A new server on this one's port with its lights, scenes and token: the end of an outage that
+    /// `stop` began (the soak run's schedule).
+    public func restarted() async throws -> LIFXCloudSimulator {
+        try await Self.start(state: state.withLock { $0 }, port: UInt16(server.port))
+    }
+
+    static func start(state: State, port: UInt16) async throws -> LIFXCloudSimulator {
         let box = LateRef<LIFXCloudSimulator>()
         let handler: LoopbackHTTPServer.Handler = { req in
             guard let sim = box.value.withLock({ $0 }) else { return .init(status: 503) }
@@ -118,8 +128,8 @@ public final class LIFXCloudSimulator: Sendable {
         }
         let server = try await LoopbackHTTPServer.start(routes: [
             ("GET /v1/*", handler), ("PUT /v1/*", handler), ("POST /v1/*", handler), ("*", { _ in .json(#"{"error":"not found"}"#, status: 404) }),
-        ])
-        let sim = LIFXCloudSimulator(state: State(lights: lights, scenes: scenes, token: token), server: server)
+        ], port: port)
+        let sim = LIFXCloudSimulator(state: state, server: server)
         box.value.withLock { $0 = sim }
         return sim
     }
@@ -522,8 +532,11 @@ public final class LIFXCloudSimulator: Sendable {
 
     // MARK: a small home, for the demo
 
+    /// The demo home's location (the LAN simulator's demo lights are in it too).
+    public static let demoHome = (id: "f2c1aa82395411e9a0757200055bf1c0", name: "Home")
+
     public static func demoLights() -> [Light] {
-        let home = ("f2c1aa82395411e9a0757200055bf1c0", "Home")
+        let home = (demoHome.id, demoHome.name)
         var hall = Light(id: "d073d5000003", label: "Hall Lamp", group: ("1c8de82b81f445e7cfaafae49b259c71", "Hall"), location: home,
                          power: "off", brightness: 0.6, kelvin: 2700)
         hall.product = "LIFX White to Warm"

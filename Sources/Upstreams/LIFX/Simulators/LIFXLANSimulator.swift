@@ -18,6 +18,9 @@ public final class LIFXLANSimulator: Sendable {
         public var firmware: (major: UInt16, minor: UInt16) = (3, 70)
         public var group = "Living Room"
         public var location = "Home"
+        /// The 16-byte ids as 32 hex digits, as the cloud lists them; nil: derived from the name.
+        public var groupID: String?
+        public var locationID: String?
         /// Hue, saturation, brightness (0–65535) and kelvin.
         public var color: [UInt16] = [0, 0, 65535, 3500]
         public var power: UInt16 = 65535
@@ -41,12 +44,19 @@ public final class LIFXLANSimulator: Sendable {
     public static func demoDevices() -> [Device] {
         var strip = Device(serial: "d073d5100002", label: "Shelf Strip", product: 32, zones: 16)
         strip.group = "Study"
+        // One home: the cloud's location (LIFXCloudSimulator.demoLights), under the same 16-byte id, as the
+        // LAN and the cloud of one real account agree.
         return [
             Device(serial: "d073d5100001", label: "Desk", product: 27), strip,
             Device(serial: "d073d5100003", label: "Candle", product: 57),
             Device(serial: "d073d5100004", label: "Porch", product: 29),
             Device(serial: "d073d5100005", label: "Clean", product: 90),
-        ]
+        ].map { d in
+            var d = d
+            d.location = LIFXCloudSimulator.demoHome.name
+            d.locationID = LIFXCloudSimulator.demoHome.id
+            return d
+        }
     }
 
     /// A datagram that reached the simulator: its type and when (uptime, ns), dropped or not.
@@ -165,8 +175,8 @@ public final class LIFXLANSimulator: Sendable {
                 case 20, 116: answer.append(reply(type == 20 ? 22 : 118, u16(dev.power)))
                 case 23: answer.append(reply(25, label(dev.label)))
                 case 32: answer.append(reply(33, u32(1) + u32(dev.product) + u32(0)))
-                case 48: answer.append(reply(50, id(dev.location) + label(dev.location) + u64(1)))
-                case 51: answer.append(reply(53, id(dev.group) + label(dev.group) + u64(1)))
+                case 48: answer.append(reply(50, id(dev.location, dev.locationID) + label(dev.location) + u64(1)))
+                case 51: answer.append(reply(53, id(dev.group, dev.groupID) + label(dev.group) + u64(1)))
                 case 101: answer.append(reply(107, before))
                 case 102 where payload.count == 13:
                     dev.color = (0..<4).map { le16(payload, 1 + 2 * $0) }
@@ -225,8 +235,13 @@ public final class LIFXLANSimulator: Sendable {
     }
 
     func label(_ s: String) -> [UInt8] { Array(Array(s.utf8).prefix(32)) + [UInt8](repeating: 0, count: max(0, 32 - s.utf8.count)) }
-    /// A group or location id: 16 bytes derived from its name, so devices of one group share it.
-    func id(_ s: String) -> [UInt8] { (0..<16).map { i in s.utf8.enumerated().reduce(UInt8(i)) { $0 &* 31 &+ $1.element &+ UInt8($1.offset & 0xFF) } } }
+    /// A group or location id: the 16 bytes `hex` gives, else derived from its name, so devices of one group share it.
+    func id(_ s: String, _ hex: String?) -> [UInt8] {
+        if let hex, hex.utf8.count == 32 {
+            return stride(from: 0, to: 32, by: 2).map { UInt8(hex.dropFirst($0).prefix(2), radix: 16) ?? 0 }
+        }
+        return (0..<16).map { i in s.utf8.enumerated().reduce(UInt8(i)) { $0 &* 31 &+ $1.element &+ UInt8($1.offset & 0xFF) } }
+    }
     func hexBytes(_ s: String) -> [UInt8] { stride(from: 0, to: 12, by: 2).map { UInt8(s.dropFirst($0).prefix(2), radix: 16) ?? 0 } }
     func u16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
     func u32(_ v: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: v >> (8 * $0)) } }
