@@ -10,7 +10,7 @@ MQTT_PORT    ?= 1883
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS  ?=
 
-.PHONY: run test build deps broker release bench symbol-order fuzz sanitize install clean
+.PHONY: run test build deps broker release bench soak symbol-order fuzz sanitize install clean
 
 ## Install the system packages that are missing (apt).
 deps:
@@ -75,6 +75,15 @@ symbol-order: release
 bench: release
 	swift build -c release --product switchyard-bench
 	SWITCHYARD_BIN=.build/static/release/switchyard .build/release/switchyard-bench $(BENCH_ARGS)
+
+## The soak run (docs/testing.md): the demo's home for SOAK_MINUTES (default 60) under commands, reloads,
+## broker restarts, upstream outages and LAN departures; every breach of an invariant is printed with its
+## time, and the run exits non-zero if there was one. `make test` runs a three-minute version.
+SOAK_MINUTES ?= 60
+soak: deps
+	swift build --product switchyard-sim
+	swift build --product switchyard-bench
+	.build/debug/switchyard-bench --scenario soak --minutes $(SOAK_MINUTES)
 
 $(LIFX_EMULATOR):
 	python3 -m venv .build/lifx-venv && .build/lifx-venv/bin/pip install -q lifx-emulator==4.11.0

@@ -107,19 +107,29 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
-        // The simulators' executable: `demo` (the bridge against every simulated upstream) and `nova`.
+        // The demo's home: every upstream's simulator and the config that points the bridge at them.
+        .target(name: "SwitchyardDemo", dependencies: [
+            "SwitchyardCore", "SwitchyardHTTP", "LIFXSimulators", "ImpSimulators", "LivecodingSimulators", "HomeAssistantSimulators",
+            "NovaSimulators", "LivecodingAdapter",
+        ], swiftSettings: strict),
+        // The simulators' executable: `demo` (the bridge against every simulated upstream), `bridge` (a config
+        // file with the simulated Nova radio, for the soak run) and `nova`.
         .executableTarget(name: "switchyard-sim", dependencies: [
-            "SwitchyardCLI", "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore", "SwitchyardHTTP",
-            "LIFXSimulators", "ImpSimulators", "LivecodingSimulators", "HomeAssistantSimulators", "NovaSimulators",
-            "LivecodingAdapter", "NovaAdapter",
+            "SwitchyardCLI", "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore", "SwitchyardDemo",
+            "NovaSimulators", "LivecodingAdapter", "NovaAdapter",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
+        // The soak run: the demo's home for minutes or hours under commands, reloads, broker restarts and
+        // upstream outages, with a checker holding the invariants (docs/testing.md).
+        .target(name: "SwitchyardSoak", dependencies: [
+            "SwitchyardDemo", "SwitchyardTestSupport", "SwitchyardCore", "LivecodingAdapter", "LIFXSimulators",
+        ], path: "Tests/SwitchyardSoak", swiftSettings: strict),
 
         // Benchmarks: figures as ratios to raw libmosquitto measured in the same run (`swift run -c release switchyard-bench`).
         // Adapters are built from YAML through the registration list, like the daemon builds them.
         .executableTarget(name: "switchyard-bench", dependencies: [
             "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardCLI", "SwitchyardTestSupport", "CMosquitto",
-            "LIFXSimulators", "HomeAssistantSimulators",
+            "LIFXSimulators", "HomeAssistantSimulators", "SwitchyardSoak",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
@@ -161,7 +171,7 @@ let package = Package(
                     exclude: ["corpus"], swiftSettings: strict),
         .testTarget(name: "SwitchyardIntegrationTests", dependencies: [
             "SwitchyardTestSupport", "SwitchyardRuntime", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig",
-            "LIFXSimulators", "ImpSimulators", "LivecodingSimulators", "HomeAssistantSimulators",
+            "LIFXSimulators", "ImpSimulators", "LivecodingSimulators", "HomeAssistantSimulators", "SwitchyardSoak",
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
     ]

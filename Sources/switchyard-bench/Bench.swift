@@ -7,6 +7,7 @@ import SwitchyardCLI
 import SwitchyardConfig
 import SwitchyardCore
 import SwitchyardMQTT
+import SwitchyardSoak
 import SwitchyardTestSupport
 
 /// Devices whose state the benchmark drives directly through the core.
@@ -47,7 +48,7 @@ struct SwitchyardBench: AsyncParsableCommand {
         commandName: "switchyard-bench",
         abstract: "Measures the bridge against raw libmosquitto on a broker it starts itself (loopback).")
 
-    @Option(help: "Scenarios to run: publish, ha-mirror, command-latency, startup, memory, lifx-budget, lifx-lan, hostile, reconnect (default: all).")
+    @Option(help: "Scenarios to run: publish, ha-mirror, command-latency, startup, memory, lifx-budget, lifx-lan, hostile, reconnect (default: all); soak (alone, --minutes).")
     var scenario: [String] = []
     @Flag(help: "Print the figures as JSON.") var json = false
     @Option(help: "State updates for the publish scenario.") var messages = 20_000
@@ -57,9 +58,22 @@ struct SwitchyardBench: AsyncParsableCommand {
     @Option(help: "Home Assistant entities mirrored during the memory scenario.") var haEntities = 5_000
     @Option(help: "Hostile payloads for the hostile scenario.") var hostilePayloads = 100_000
     @Option(help: "Broker restarts for the reconnect scenario.") var restarts = 20
+    @Option(help: "Minutes of the soak scenario (docs/testing.md \"The soak run\").") var minutes = 60.0
+
+    /// `soak`: the demo's home under commands and a schedule of faults for `minutes`, invariants checked
+    /// all along; exits non-zero on any breach.
+    func soak() async throws {
+        let report = try await SoakRun.run(.long(minutes: minutes).with(say: { line in print(line) }))
+        print("")
+        for f in report.figures { print(f.line) }
+        print(report.breaches.isEmpty ? "soak: no breach" : "soak: \(report.breaches.count) breaches:")
+        for b in report.breaches { print("  \(b)") }
+        if !report.breaches.isEmpty { throw ExitCode(1) }
+    }
 
     func run() async throws {
         let all = ["publish", "ha-mirror", "command-latency", "startup", "memory", "lifx-budget", "lifx-lan", "hostile", "reconnect"]
+        if scenario == ["soak"] { return try await soak() }
         let chosen = scenario.isEmpty ? all : scenario
         for s in chosen where !all.contains(s) { throw ValidationError("unknown scenario '\(s)' (known: \(all.joined(separator: ", ")))") }
         let broker = try await Broker.start(extraConfig: "max_inflight_messages 100\nset_tcp_nodelay true")

@@ -1,16 +1,12 @@
 import ArgumentParser
 import Foundation
-import HomeAssistantSimulators
-import ImpSimulators
-import LIFXSimulators
 import LivecodingAdapter
-import LivecodingSimulators
 import NovaAdapter
 import NovaSimulators
 import SwitchyardCLI
 import SwitchyardConfig
 import SwitchyardCore
-import SwitchyardHTTP
+import SwitchyardDemo
 import SwitchyardRuntime
 
 // The simulators' executable: the bridge against built-in simulated upstreams (`demo`), and a Nova flash
@@ -22,7 +18,7 @@ struct SwitchyardSim: AsyncParsableCommand {
         commandName: "switchyard-sim",
         abstract: "Simulated upstreams for trying and testing Switchyard.",
         version: switchyardVersion,
-        subcommands: [Demo.self, SimulateNova.self])
+        subcommands: [Demo.self, SimulateNova.self, SimulatedNovaBridge.self])
 }
 
 struct Demo: AsyncParsableCommand {
@@ -37,74 +33,12 @@ struct Demo: AsyncParsableCommand {
     func run() async throws {
         let stateDir = FileManager.default.temporaryDirectory.appendingPathComponent("switchyard-demo").path
         try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
-        // A simulated LIFX cloud on loopback: five lights (one offline), four groups, a location, two scenes.
-        let lifx = try await LIFXCloudSimulator.start(token: "demo-token", lights: LIFXCloudSimulator.demoLights(),
-                                                      scenes: LIFXCloudSimulator.demoScenes())
-        // Simulated LIFX lights on the LAN (one loopback UDP port, the real protocol): a bulb, a LIFX Z strip of
-        // 16 zones, a Candle (matrix), a Night Vision bulb (infrared) and a Clean (HEV); the cloud's lights stay.
-        let lan = try LIFXLANSimulator.start(devices: LIFXLANSimulator.demoDevices())
-        // Simulated Electric Imp agents: a MatrixClock, a BigClock and a Weather station.
-        let imp = try await ImpAgentSimulator.start(agents: [
-            .init(id: "demoMatrix01", app: .matrixClock, appcode: "E967EC6D-C1BD-48B7-B9E0-F9BE2A780EAA"),
-            .init(id: "demoBigClk02", app: .bigClock, appcode: "DCD2B79C-4467-433C-B0D3-7448EDA17575"),
-            .init(id: "demoWeathr03", app: .weather, appcode: "Weather"),
-        ])
-        // A simulated Livecoding.tv: three channels, two live; the demo authorises itself against it.
-        let lc = try await LivecodingSimulator.start(clientID: "demo-client", clientSecret: "demo-secret", channels: [
-            .init(slug: "karrmarr", live: true, viewers: 12, title: "Swift on Linux"),
-            .init(slug: "alice", live: false, title: "MQTT bridges"),
-            .init(slug: "bob", live: true, viewers: 3, title: "Home automation"),
-        ])
-        // A simulated Home Assistant: a few helpers and lights to mirror; switches may be called.
-        let ha = try await HomeAssistantSimulator.start(token: "demo-token", entities: [
-            .init("input_boolean.guest_mode", "off", ["editable": false, "friendly_name": "Guest mode"]),
-            .init("light.porch", "on", ["brightness": 128, "friendly_name": "Porch", "supported_color_modes": ["brightness"]]),
-            .init("input_number.target_temp", "20.5", ["min": 10, "max": 30, "step": 0.5, "friendly_name": "Target temperature"]),
-            .init("sensor.outside", "7.5", ["unit_of_measurement": "°C", "friendly_name": "Outside"]),
-        ])
+        let home = try await SimulatedHome.start()
+        let (lifx, lan, imp, lc, ha) = (home.lifx, home.lan, home.imp, home.livecoding, home.ha)
         // Simulated Nova flashes in range of a simulated radio (the real one needs a Bluetooth adapter):
         // the strongest is auto-connected; the ATT conversation and acks are the real protocol.
-        let nova = SimulatedNovaRadio(flashes: ["D0:39:72:00:00:01": -52, "D0:39:72:00:00:02": -71], ackDelay: 0.12)
-        // The demo's config is a config file like any other, read through the same registration list;
-        // only the Nova radio is the simulated one.
-        let yaml = """
-        state_dir: \(stateDir)
-        mqtt: {url: "mqtt://\(host):\(port)", base_topic: \(baseTopic), client_id: "switchyard-demo-\(baseTopic)", reconnect: {max_delay: 5}}
-        health: {interval: 30}
-        virtual:
-          sensor_interval: 10
-          devices:
-            - {name: kitchen, label: Kitchen, type: light}
-            - {name: hall/lamp, label: Hall Lamp, type: light}
-            - {name: fan, label: Fan, type: switch}
-            - {name: outside, label: Outside, type: sensor}
-        lifx:
-          token: demo-token
-          api_url: "\(lifx.apiURL)"
-          poll_interval: 10
-          lan: {enabled: true, hosts: ["127.0.0.1:\(lan.port)"], broadcast: [], poll_interval: 5}
-        imp:
-          base_url: "\(imp.baseURL)"
-          poll_interval: 15
-          apps: {E967EC6D-C1BD-48B7-B9E0-F9BE2A780EAA: matrixclock, DCD2B79C-4467-433C-B0D3-7448EDA17575: bigclock}
-          devices:
-            - {name: hall_clock, agent_id: demoMatrix01}
-            - {name: big_clock, agent_id: demoBigClk02}
-            - {name: weather, agent_id: demoWeathr03}
-        livecoding:
-          api_url: "\(lc.apiURL)"
-          oauth_url: "\(lc.oauthURL)"
-          client_id: demo-client
-          client_secret: demo-secret
-          channels: [karrmarr, alice, bob]
-          poll_interval: 15
-        ha:
-          url: "\(ha.url)"
-          token: demo-token
-          services: {allow: ["input_boolean.*", "light.*", "input_number.set_value"]}
-        nova:
-          names: {"D0:39:72:00:00:01": key_light, "D0:39:72:00:00:02": fill_light}
-        """
+        let nova = SimulatedNovaRadio(flashes: SimulatedHome.novaFlashes, ackDelay: SimulatedHome.novaAckDelay)
+        let yaml = home.yaml(host: host, port: port, base: baseTopic, stateDir: stateDir)
         let list = upstreams.map { $0.key == "nova" ? NovaUpstream(radio: nova) : $0 }
         let c: SwitchyardConfig
         do {
@@ -112,7 +46,7 @@ struct Demo: AsyncParsableCommand {
         } catch {
             throw ValidationError("the demo's own config is invalid: \(error.description)")
         }
-        if let lcs = c.settings(LivecodingUpstream()) { try await demoAuthorise(lcs) }
+        if let lcs = c.settings(LivecodingUpstream()) { try await SimulatedHome.authorise(lcs) }
         let logger = try log.bootstrap(config: c)
         let b = baseTopic
         let p = port == 1883 ? "" : " -p \(port)"
@@ -171,24 +105,27 @@ struct Demo: AsyncParsableCommand {
         """
         Console.out(banner)   // unbuffered, also when piped
         try await BridgeRuntime.run(config: c, configPath: nil, upstreams: list, logger: logger)
-        await lifx.stop()
-        lan.stop()
-        await imp.stop()
-        await lc.stop()
-        await ha.stop()
+        await home.stop()
     }
 }
 
-/// The demo plays the user's browser once against the simulated provider, so that Livecoding shows
-/// channels at once (for real: `switchyard auth livecoding -c FILE`).
-func demoAuthorise(_ s: LivecodingSettings) async throws {
-    try await HTTPClient.withClient { http in
-        let oauth = LivecodingOAuth(settings: s, http: http)
-        let r = try await http.send(HTTPRequest(url: oauth.authorizeURL(state: "demo")))
-        guard let location = r.headers["location"],
-              let code = URLComponents(string: location)?.queryItems?.first(where: { $0.name == "code" })?.value
-        else { throw AdapterError("demo: the simulated provider did not redirect") }
-        try TokenStore(path: s.tokenStore).save(try await oauth.exchange(code: code))
+/// The bridge as `switchyard run -c FILE` runs it, with the Nova radio simulated (the demo's two flashes):
+/// the soak run starts it against simulators it stops and starts itself, and reloads FILE with SIGHUP.
+struct SimulatedNovaBridge: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bridge",
+        abstract: "Run the bridge from a config file, with the demo's simulated Nova radio instead of a Bluetooth adapter.")
+
+    @Option(name: .shortAndLong, help: "The config file (reloaded on SIGHUP and bridge/request/config/reload).")
+    var config: String
+    @OptionGroup var log: LogOptions
+
+    func run() async throws {
+        let nova = SimulatedNovaRadio(flashes: SimulatedHome.novaFlashes, ackDelay: SimulatedHome.novaAckDelay)
+        let list = upstreams.map { $0.key == "nova" ? NovaUpstream(radio: nova) : $0 }
+        let c = loadOrExit(config, upstreams: list)
+        let logger = try log.bootstrap(config: c)
+        try await BridgeRuntime.run(config: c, configPath: config, upstreams: list, logger: logger)
     }
 }
 

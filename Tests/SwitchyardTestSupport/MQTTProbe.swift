@@ -141,7 +141,15 @@ public final class MQTTProbe: @unchecked Sendable {
         return m.last { $0.topic == topic && (payload == nil || $0.payload == payload) }!
     }
 
-    func record(_ m: Message) { received.withLock { $0.append(m) } }
+    /// Hands every message to `handler` (on libmosquitto's thread, in arrival order) instead of keeping it:
+    /// a long run's checker, whose memory must not grow with the traffic.
+    public func stream(to handler: @escaping @Sendable (Message) -> Void) { self.handler.withLock { $0 = handler } }
+    let handler = Mutex<(@Sendable (Message) -> Void)?>(nil)
+
+    func record(_ m: Message) {
+        if let h = handler.withLock({ $0 }) { h(m); return }
+        received.withLock { $0.append(m) }
+    }
 }
 
 /// C callbacks, defined in nonisolated code (a static on a plain enum): libmosquitto calls them on its thread.

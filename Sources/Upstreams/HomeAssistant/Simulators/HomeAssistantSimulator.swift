@@ -85,8 +85,8 @@ public final class HomeAssistantSimulator: Sendable {
         self.port = port
     }
 
-    public static func start(token: String, entities: [Entity]) async throws -> HomeAssistantSimulator {
-        let server = HTTPServer(config: .init(address: try .inet(ip4: "127.0.0.1", port: 0), timeout: 60,
+    public static func start(token: String, entities: [Entity], port: UInt16 = 0) async throws -> HomeAssistantSimulator {
+        let server = HTTPServer(config: .init(address: try .inet(ip4: "127.0.0.1", port: port), timeout: 60,
                                               pool: NoDelayPool(inner: HTTPServer.defaultPool()), logger: .disabled))
         let holder = LateRef<HomeAssistantSimulator>()
         await server.appendRoute("GET /api/websocket", to: .webSocket(Handler(holder: holder), frameSize: 1 << 30))
@@ -115,6 +115,13 @@ public final class HomeAssistantSimulator: Sendable {
             }
             return out
         }
+    }
+
+    /// A new server on this one's port with its entities as they are now: Home Assistant back after a
+    /// restart (the soak run's schedule).
+    public func restarted() async throws -> HomeAssistantSimulator {
+        let (token, entities) = state.withLock { ($0.token, Array($0.entities.values)) }
+        return try await Self.start(token: token, entities: entities, port: UInt16(port))
     }
 
     public func stop() async {

@@ -64,6 +64,12 @@ public final class ImpAgentSimulator: Sendable {
 
     public func stop() async { await server.stop() }
 
+    /// A new server on this one's port with its agents as they are now: the end of an outage that `stop`
+    /// began (the soak run's schedule).
+    public func restarted() async throws -> ImpAgentSimulator {
+        try await Self.start(agents: state.withLock { Array($0.agents.values) }, port: UInt16(server.port))
+    }
+
     public func agent(_ id: String) -> Agent? { state.withLock { $0.agents[id] } }
     public var requests: [LoopbackHTTPServer.Received] { server.received }
     /// The device stops answering its agent (the agent keeps serving, with `isconnected: false`).

@@ -47,13 +47,23 @@ public final class LivecodingSimulator: Sendable {
     }
 
     public static func start(clientID: String, clientSecret: String, channels: [Channel]) async throws -> LivecodingSimulator {
+        try await start(state: State(clientID: clientID, clientSecret: clientSecret, channels: channels), port: 0)
+    }
+
+    /// A new server on this one's port with its channels and the tokens it issued: the end of an outage
+    /// that `stop` began (the soak run's schedule).
+    public func restarted() async throws -> LivecodingSimulator {
+        try await Self.start(state: state.withLock { $0 }, port: UInt16(server.port))
+    }
+
+    static func start(state: State, port: UInt16) async throws -> LivecodingSimulator {
         let holder = LateRef<LivecodingSimulator>()
         let handler: LoopbackHTTPServer.Handler = { req in
             guard let sim = holder.value.withLock({ $0 }) else { return .init(status: 503) }
             return sim.handle(req)
         }
-        let server = try await LoopbackHTTPServer.start(routes: [("GET *", handler), ("POST *", handler)])
-        let sim = LivecodingSimulator(state: State(clientID: clientID, clientSecret: clientSecret, channels: channels), server: server)
+        let server = try await LoopbackHTTPServer.start(routes: [("GET *", handler), ("POST *", handler)], port: port)
+        let sim = LivecodingSimulator(state: state, server: server)
         holder.value.withLock { $0 = sim }
         return sim
     }

@@ -1,0 +1,180 @@
+import Foundation
+import SwitchyardCore
+import SwitchyardTestSupport
+
+/// What the soak's subscriber to `#` sees, judged as it arrives (the invariants of docs/testing.md).
+actor SoakChecker {
+    let base: String
+    let started: Date
+    let say: @Sendable (String) -> Void
+    var breaches: [SoakReport.Breach] = []
+    var discovery = DiscoveryReadWatch()
+    var ledger = TransactionLedger()
+    /// A fault's window per key (an adapter id, or "broker"): errors about that key inside it were provoked.
+    var windows: [String: [(from: Double, until: Double?)]] = [:]
+    var brokerDown = false
+    /// Devices (`adapter/name`) whose removal the schedule caused.
+    var removable: Set<String> = []
+    var availability: [String: String] = [:]
+    var states: Set<String> = []
+    var later: [(rel: String, payload: String, by: Double, because: String)] = []
+    var samples: [(t: Double, threads: Double, fds: Double, rss: Double)] = []
+    var counts = (messages: 0, errorsProvoked: 0, removals: 0, lostWithBroker: 0, resultsError: 0)
+
+    init(base: String, started: Date, say: @escaping @Sendable (String) -> Void) {
+        self.base = base
+        self.started = started
+        self.say = say
+    }
+
+    var now: Double { Date().timeIntervalSince(started) }
+
+    func breach(_ what: String) {
+        let b = SoakReport.Breach(at: now, what: what)
+        breaches.append(b)
+        say("BREACH \(b)")
+    }
+
+    func event(_ what: String) { say(String(format: "%7.1f s  ", now) + what) }
+
+    func hasState(_ rel: String) -> Bool { states.contains(rel) }
+
+    func see(_ m: MQTTProbe.Message) {
+        counts.messages += 1
+        let payload = Array(m.payload.utf8)
+        if let b = discovery.see(topic: m.topic, payload: payload, retain: m.retain) { breach(b) }
+        guard m.topic.hasPrefix(base + "/") else { return }
+        let rel = String(m.topic.dropFirst(base.count + 1))
+        if rel.hasSuffix("/result") {
+            if let b = ledger.result(payload) { breach(b) }
+            if m.payload.contains(#""status":"error""#) { counts.resultsError += 1 }
+        } else if rel.hasSuffix("/availability") {
+            availability[String(rel.dropLast("/availability".count))] = m.payload
+        } else if rel == "bridge/log" {
+            log(payload)
+        } else if rel == "bridge/event" {
+            guard let j = try? JSONValue.parse(payload), j["type"] == "device_removed",
+                  case .string(let adapter)? = j["data"]?["adapter"], case .string(let name)? = j["data"]?["name"] else { return }
+            counts.removals += 1
+            if !removable.contains("\(adapter)/\(name)") {
+                breach("\(adapter)/\(name) removed although its upstream still lists it (\(j["data"]?["reason"]?.stringValue ?? ""))")
+            }
+        } else if !m.payload.isEmpty, !rel.hasPrefix("bridge/") {
+            states.insert(rel)
+        }
+    }
+
+    /// An error on bridge/log is a breach unless a fault of the schedule provoked it: one about the
+    /// adapter (its topic or its "adapter:" prefix) inside that adapter's fault window, anything inside the
+    /// broker's, and the refusal of the deliberate unknown device.
+    func log(_ payload: [UInt8]) {
+        guard let j = try? JSONValue.parse(payload), j["level"] == "error" else { return }
+        let message = j["message"]?.stringValue ?? ""
+        if message.contains("unknown device 'nosuch'") { return }
+        var keys = ["broker"]
+        if case .string(let topic)? = j["topic"], topic.hasPrefix(base + "/") {
+            keys.append(String(topic.dropFirst(base.count + 1).prefix { $0 != "/" }))
+        }
+        if let colon = message.firstIndex(of: ":") { keys.append(String(message[..<colon])) }
+        let t = now
+        for k in keys where (windows[k] ?? []).contains(where: { t >= $0.from && t <= ($0.until ?? .infinity) }) {
+            counts.errorsProvoked += 1
+            return
+        }
+        breach("unprovoked error on bridge/log: \(message) \(j["topic"]?.stringValue ?? "")")
+    }
+
+    func faultBegins(_ key: String, _ what: String) {
+        windows[key, default: []].append((now, nil))
+        if key == "broker" { brokerDown = true }
+        if !what.isEmpty { event(what) }
+    }
+
+    func faultEnds(_ key: String, grace: Double) {
+        guard var w = windows[key], let last = w.popLast() else { return }
+        w.append((last.from, now + grace))
+        windows[key] = w
+        if key == "broker" { brokerDown = false }
+    }
+
+    /// The broker lost every retained message: the discovery configs standing are those it is given again.
+    func brokerRestarted() { discovery = DiscoveryReadWatch() }
+
+    func expectRemoval(of device: String, allowed: Bool) {
+        if allowed { removable.insert(device) } else { removable.remove(device) }
+    }
+
+    func expectAvailability(_ rel: String, _ payload: String, because: String) {
+        if availability[rel] != payload { breach("\(rel) is \(availability[rel] ?? "unknown"), not \(payload), though \(because)") }
+    }
+
+    func expectAvailabilityLater(_ rel: String, _ payload: String, within: Double, because: String) {
+        later.append((rel, payload, now + within, because))
+    }
+
+    /// Expectations whose time has come: met by then, or breached.
+    func checkAvailabilityExpectations(final: Bool = false) {
+        var keep: [(rel: String, payload: String, by: Double, because: String)] = []
+        for e in later {
+            if availability[e.rel] == e.payload { continue }
+            if now >= e.by || final { breach("\(e.rel) still \(availability[e.rel] ?? "unknown"), not \(e.payload), though \(e.because)") } else { keep.append(e) }
+        }
+        later = keep
+    }
+
+    func sent(_ transaction: String, topic: String) {
+        ledger.sent(transaction, topic: topic, at: now)
+        checkAvailabilityExpectations()
+        checkOverdue(olderThan: 60)
+    }
+
+    var openCommands: Int { ledger.open.count }
+
+    /// Unanswered commands: a breach, unless sent around a broker restart (a subscriber offline misses
+    /// what is published meanwhile; counted apart).
+    func checkOverdue(olderThan: Double) {
+        let t = now
+        let late = ledger.open.filter { t - $0.value.at > olderThan }
+        guard !late.isEmpty else { return }
+        for line in ledger.overdue(now: t, olderThan: olderThan) {
+            guard let tr = line.split(separator: " ").dropFirst().first.map(String.init), let sent = late[tr] else { continue }
+            let nearBroker = (windows["broker"] ?? []).contains { sent.at >= $0.from - 10 && sent.at <= ($0.until ?? .infinity) }
+            if nearBroker { counts.lostWithBroker += 1 } else { breach(line) }
+        }
+    }
+
+    func sample(threads: Double, fds: Double, rssMB: Double) { samples.append((now, threads, fds, rssMB)) }
+
+    /// The breaches, the resource slopes over the run's second half (a breach past the tolerance), and
+    /// the figures.
+    func report() -> SoakReport {
+        var r = SoakReport()
+        if let last = samples.last?.t {
+            let half = samples.filter { $0.t >= last / 2 }
+            let span = max(1, (half.last?.t ?? 0) - (half.first?.t ?? 0))
+            let checks: [(String, KeyPath<(t: Double, threads: Double, fds: Double, rss: Double), Double>, Double, String)] = [
+                ("threads", \.threads, 3, ""), ("open files", \.fds, 4, ""), ("VmRSS", \.rss, 4, "MB"),
+            ]
+            for (name, key, tolerance, unit) in checks {
+                let s = slope(half.map { (x: $0.t, y: $0[keyPath: key]) })
+                let growth = s * span
+                r.figures.append(.init(name: "\(name): first / last sample", value: samples.first![keyPath: key], unit: unit))
+                r.figures.append(.init(name: "\(name): last sample", value: samples.last![keyPath: key], unit: unit))
+                r.figures.append(.init(name: "\(name): growth over the second half (slope × \(Int(span)) s)", value: growth, unit: unit))
+                if growth > tolerance {
+                    breaches.append(.init(at: last, what: "\(name) grew by \(String(format: "%.2f", growth)) \(unit) over the second half (tolerance \(tolerance))"))
+                }
+            }
+        }
+        r.breaches = breaches
+        r.figures += [
+            .init(name: "messages seen by the checker", value: Double(counts.messages), unit: ""),
+            .init(name: "commands answered (exactly once each)", value: Double(ledger.answered), unit: ""),
+            .init(name: "  of which ok", value: Double(ledger.ok), unit: ""),
+            .init(name: "commands sent around a broker restart, result not seen", value: Double(counts.lostWithBroker), unit: ""),
+            .init(name: "errors on bridge/log provoked by the schedule", value: Double(counts.errorsProvoked), unit: ""),
+            .init(name: "devices removed (all by a reload that dropped them)", value: Double(counts.removals), unit: ""),
+        ]
+        return r
+    }
+}
