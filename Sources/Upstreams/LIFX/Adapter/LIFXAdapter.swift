@@ -133,13 +133,28 @@ public actor LIFXAdapter: Adapter {
     /// at once (discovery starts with the run); until then they keep their state and availability.
     public func inherit(from previous: any Adapter) async {
         guard let old = previous as? LIFXAdapter else { return }
-        let (lights, presence, scenes) = await old.model
+        let (lights, presence, scenes, lanDevices) = await old.model
         self.lights = lights
         self.presence = presence.regraced(lanGrace: settings.lan.offlineAfter)
         self.scenes = scenes
+        // The LAN devices by address and product, without the old run's requests in flight: commands go
+        // over the LAN from the first moment (a light only the LAN knows has no other way).
+        guard settings.lan.enabled else { return }
+        let now = clock.now()
+        self.lanDevices = lanDevices.mapValues { d in
+            var d = d
+            d.polling = false
+            d.sending = false
+            d.dirty = false
+            d.waiters = []
+            d.effect = nil
+            d.clean = nil
+            d.nextPoll = now
+            return d
+        }
     }
 
-    var model: ([String: LIFXLight], LIFXPresence, [String: LIFXScene]) { (lights, presence, scenes) }
+    var model: ([String: LIFXLight], LIFXPresence, [String: LIFXScene], [String: LIFXLANDevice]) { (lights, presence, scenes, lanDevices) }
 
     public func perform(_ command: DeviceCommand, context: AdapterContext) async throws {
         try await accept(command, context: context).wait()
