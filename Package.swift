@@ -68,6 +68,7 @@ let package = Package(
         .target(name: "SwitchyardConfig", dependencies: ["SwitchyardCore", "CYAML"], swiftSettings: strict),
         // What every upstream simulator builds on: a loopback HTTP server with recorded requests and knobs.
         .target(name: "SimulatorSupport", dependencies: [
+            "SwitchyardCore",
             .product(name: "FlyingFox", package: "FlyingFox"),
             .product(name: "FlyingSocks", package: "FlyingFox"),
         ], swiftSettings: strict),

@@ -1,7 +1,7 @@
 import FlyingFox
 import FlyingSocks
 import Foundation
-import Synchronization
+import SwitchyardCore
 
 /// An HTTP server on 127.0.0.1 (free port) that every upstream simulator builds on: routes, a record of
 /// the requests received (for exact-body assertions), and knobs for latency and injected failures.
@@ -37,7 +37,7 @@ public final class LoopbackHTTPServer: Sendable {
 
     let server: HTTPServer
     let task: Task<Void, any Error>
-    let state = Mutex<(received: [Received], delay: Double, failNext: [Int])>(([], 0, []))
+    let state = Locked<(received: [Received], delay: Double, failNext: [Int])>(([], 0, []))
     public let port: Int
 
     private init(server: HTTPServer, task: Task<Void, any Error>, port: Int) {
@@ -134,7 +134,7 @@ public struct ErrorsToStderr: FlyingSocks.Logging {
 /// A reference filled in once its object exists: route handlers are registered before the server or
 /// simulator that answers them is built.
 public final class LateRef<T: Sendable>: Sendable {
-    public let value = Mutex<T?>(nil)
+    public let value = Locked<T?>(nil)
     public init() {}
 }
 

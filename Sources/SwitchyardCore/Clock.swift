@@ -1,4 +1,3 @@
-import Synchronization
 
 /// A point on a monotonic clock: time since the clock's own origin, never wall-clock time. Every timer
 /// of the bridge (timeouts, backoff, pacing, schedules) is measured in these; wall-clock time (`Date`)
@@ -63,7 +62,7 @@ public final class ManualClock: BridgeClock {
         var sleepers: [Sleeper] = []
         var nextID: UInt64 = 0
     }
-    let state = Mutex(State())
+    let state = Locked(State())
 
     public init() {}
 
@@ -120,7 +119,7 @@ public final class Latch: Sendable {
         var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var nextID: UInt64 = 0
     }
-    let state = Mutex(State())
+    let state = Locked(State())
 
     public init() {}
 

@@ -6,7 +6,6 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-import Synchronization
 
 /// A message received from the broker, copied out of the transport's buffers.
 public struct InboundMessage: Sendable, Equatable {
@@ -97,7 +96,7 @@ public final class InMemoryTransport: MQTTTransport {
 
     public let events: AsyncStream<TransportEvent>
     private let continuation: AsyncStream<TransportEvent>.Continuation
-    private let state = Mutex<(published: [Published], subscriptions: [String], stats: TransportStats)>(([], [], TransportStats()))
+    private let state = Locked<(published: [Published], subscriptions: [String], stats: TransportStats)>(([], [], TransportStats()))
 
     public init() {
         (events, continuation) = AsyncStream.makeStream(of: TransportEvent.self)

@@ -86,7 +86,7 @@ public final class HTTPClient: Sendable {
     }
 
     let options: Options
-    let shared = Mutex(Shared())
+    let shared = Locked(Shared())
     nonisolated(unsafe) let multi: UnsafeMutableRawPointer?   // nil without libcurl
     /// Why there is no libcurl (it is loaded on first use, see ccurl.h); every request fails with it.
     let unavailable: String?

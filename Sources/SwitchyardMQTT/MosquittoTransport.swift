@@ -48,10 +48,10 @@ public final class MosquittoTransport: MQTTTransport {
     let continuation: AsyncStream<TransportEvent>.Continuation
     let settings: MQTTSettings
     let logger: Logger
-    let shared: Mutex<Shared>
+    let shared: Locked<Shared>
     /// A non-blocking pipe, opened by `start`: other threads write a byte to wake the network thread's
     /// poll. Closed with the transport, when nothing can write to it any more.
-    let wakeFDs = Mutex<(read: Int32, write: Int32)>((-1, -1))
+    let wakeFDs = Locked<(read: Int32, write: Int32)>((-1, -1))
     let wakeWriteFD = Atomic<Int32>(-1)
     private let started = Atomic<Bool>(false)
     let clock = SystemClock()
@@ -60,7 +60,7 @@ public final class MosquittoTransport: MQTTTransport {
         _ = MosquittoLibrary.initialised
         self.settings = settings
         self.logger = logger
-        self.shared = Mutex(Shared(outbox: Outbox(maxEvents: settings.maxEvents, maxEventBytes: settings.maxEventBytes)))
+        self.shared = Locked(Shared(outbox: Outbox(maxEvents: settings.maxEvents, maxEventBytes: settings.maxEventBytes)))
         // Unbounded as a stream: what it holds is bounded by `maxInbound`/`maxInboundBytes`, because the
         // network thread stops reading the socket at either (see `release`).
         (events, continuation) = AsyncStream.makeStream(of: TransportEvent.self)

@@ -8,7 +8,6 @@ import Glibc
 #endif
 import Logging
 import ServiceLifecycle
-import Synchronization
 import SwitchyardConfig
 import SwitchyardCore
 import SwitchyardMQTT
@@ -170,6 +169,6 @@ struct WatchdogService: Service {
 
 /// The config in force, shared with the reload handler.
 final class ConfigBox: Sendable {
-    let value: Mutex<SwitchyardConfig>
-    init(_ c: SwitchyardConfig) { value = Mutex(c) }
+    let value: Locked<SwitchyardConfig>
+    init(_ c: SwitchyardConfig) { value = Locked(c) }
 }

@@ -7,7 +7,6 @@ import Foundation
 import Glibc
 #endif
 import Logging
-import Synchronization
 import SwitchyardCore
 
 /// The process log: one line per entry on stderr, text or JSON, with one level for the whole process
@@ -17,7 +16,7 @@ public struct SwitchyardLogHandler: LogHandler {
     public enum Format: String, Sendable { case text, json }
 
     /// The level every handler reads, so that `config/reload` can change it at run time.
-    static let processLevel = Mutex<Logger.Level>(.info)
+    static let processLevel = Locked<Logger.Level>(.info)
 
     public static func setProcessLevel(_ level: Logger.Level) { processLevel.withLock { $0 = level } }
 

@@ -1,5 +1,6 @@
 import CMosquitto
 import Foundation
+import SwitchyardCore
 import Synchronization
 
 /// A plain libmosquitto subscriber that counts messages and can wake a waiter on a matching payload.
@@ -19,7 +20,7 @@ final class CountingSubscriber: @unchecked Sendable {
     }()
 
     let handle: OpaquePointer
-    let state = Mutex(State())
+    let state = Locked(State())
     let connected = Atomic<Bool>(false)
     let subacks = Atomic<Int>(0)
 

@@ -2,7 +2,6 @@ import CBluetooth
 import Foundation
 import Glibc
 @testable import NovaAdapter
-import Synchronization
 import NovaSimulators
 import SwitchyardCore
 import Testing
@@ -79,8 +78,8 @@ import Testing
 /// The command link against a scripted peripheral: what it writes, and which acks it gets back.
 @Suite struct NovaLinkTests {
     final class Wire: Sendable {
-        let written = Mutex<[String]>([])
-        let errors = Mutex<[String]>([])
+        let written = Locked<[String]>([])
+        let errors = Locked<[String]>([])
     }
 
     @Test func oneInFlightFIFOAndWrappingIDs() async throws {
@@ -187,7 +186,7 @@ import Testing
         let (central, peripheralFD) = try pair()
         let nova = NovaATTPeripheral(fd: peripheralFD)
         defer { nova.close() }   // each side closes its own descriptor when its link ends
-        let notes = Mutex<[[UInt8]]>([])
+        let notes = Locked<[[UInt8]]>([])
         let client = ATTClient(fd: central, onNotification: { _, v in notes.withLock { $0.append(v) } }, onClose: { _ in })
         client.start()
         defer { client.close() }
@@ -197,7 +196,7 @@ import Testing
                                            "04 11 00 11 00", "12 11 00 01 00"])
         #expect(nova.notificationsOn)
 
-        let errors = Mutex<[String]>([])
+        let errors = Locked<[String]>([])
         try await withChildTasks { tasks in
             let link = NovaLink(ackTimeout: 0.5, tasks: tasks, write: { try await client.write(handles.request, $0) },
                                 onProtocolError: { e in errors.withLock { $0.append(e) } })
@@ -237,7 +236,7 @@ import Testing
             var reused = false
             for _ in 0..<300 where !reused {
                 let (mine, other) = try pair()
-                let ended = Mutex(false)
+                let ended = Locked(false)
                 var closeIt: () -> Void = {}
                 var readerEnded: () -> Bool = { false }
                 if side == "client" {
@@ -269,7 +268,7 @@ import Testing
     @Test func peerRequestsAreAnsweredAndTheLinkCloseFailsPendingRequests() async throws {
         let (central, peer) = try pair()
         defer { close(peer) }
-        let closed = Mutex<Bool>(false)
+        let closed = Locked<Bool>(false)
         let client = ATTClient(fd: central, transactionTimeout: 30, onNotification: { _, _ in }, onClose: { _ in closed.withLock { $0 = true } })
         client.start()
         // The peer asks us for its MTU and for a Read By Type: MTU 23, then Request Not Supported.

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 @testable import SwitchyardCore
 import SwitchyardTestSupport
@@ -275,7 +274,7 @@ struct Directory: InboundDirectory {
 }
 
 final class LockedList: Sendable {
-    let list = Mutex<[Int]>([])
+    let list = Locked<[Int]>([])
     func append(_ v: Int) { list.withLock { $0.append(v) } }
     var values: [Int] { list.withLock { $0 } }
 }

@@ -1,9 +1,8 @@
 import Foundation
 import Logging
-import Synchronization
-import Testing
 import SwitchyardCore
 import SwitchyardTestSupport
+import Testing
 
 /// An adapter whose commands finish only when the test opens its gate: commands pile up in its queue.
 actor GatedAdapter: Adapter {

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import SwitchyardCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -7,7 +7,7 @@ import Glibc
 public enum TestEnvironment {
     /// Ports already handed out in this process: a test that stops and restarts its broker must not
     /// find its port taken by another test's broker in the gap.
-    static let issued = Mutex<Set<Int>>([])
+    static let issued = Locked<Set<Int>>([])
 
     /// A TCP port on 127.0.0.1 that nothing listens on right now and no other test of this process got.
     ///

@@ -1,5 +1,6 @@
 import CMosquitto
 import Foundation
+import SwitchyardCore
 import Synchronization
 
 /// A plain libmosquitto client for tests: what a real `mosquitto_sub` / `mosquitto_pub` user sees.
@@ -19,15 +20,15 @@ public final class MQTTProbe: @unchecked Sendable {
     }()
 
     let handle: OpaquePointer
-    let received = Mutex<[Message]>([])
+    let received = Locked<[Message]>([])
     let connected = Atomic<Bool>(false)
     let subacks = Atomic<Int>(0)
     /// Filters subscribed so far: subscribed again after a reconnect (the session is clean).
-    let filters = Mutex<[String]>([])
+    let filters = Locked<[String]>([])
     /// The rc of the last disconnect (libmosquitto's), for error messages.
     let lastDisconnect = Atomic<Int32>(-1)
     /// Message ids the broker has acknowledged (PUBACK for QoS 1).
-    let acked = Mutex<Set<Int32>>([])
+    let acked = Locked<Set<Int32>>([])
 
     /// `cleanSession: false` keeps the subscriptions and queued QoS 1 messages at the broker while the
     /// probe is away (across broker restarts too, with the broker's persistence on).
@@ -144,7 +145,7 @@ public final class MQTTProbe: @unchecked Sendable {
     /// Hands every message to `handler` (on libmosquitto's thread, in arrival order) instead of keeping it:
     /// a long run's checker, whose memory must not grow with the traffic.
     public func stream(to handler: @escaping @Sendable (Message) -> Void) { self.handler.withLock { $0 = handler } }
-    let handler = Mutex<(@Sendable (Message) -> Void)?>(nil)
+    let handler = Locked<(@Sendable (Message) -> Void)?>(nil)
 
     func record(_ m: Message) {
         if let h = handler.withLock({ $0 }) { h(m); return }

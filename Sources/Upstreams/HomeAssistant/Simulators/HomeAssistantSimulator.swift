@@ -2,7 +2,6 @@ import FlyingFox
 import FlyingSocks
 import Foundation
 import SimulatorSupport
-import Synchronization
 import SwitchyardCore
 
 /// Home Assistant's WebSocket API on loopback (docs/upstreams/home-assistant.md §1), with the shapes observed
@@ -72,14 +71,14 @@ public final class HomeAssistantSimulator: Sendable {
         var ctx = 0
     }
 
-    let state: Mutex<State>
+    let state: Locked<State>
     let server: HTTPServer
     let task: Task<Void, any Error>
     public let port: Int
     public var url: String { "ws://127.0.0.1:\(port)/api/websocket" }
 
     private init(state: State, server: HTTPServer, task: Task<Void, any Error>, port: Int) {
-        self.state = Mutex(state)
+        self.state = Locked(state)
         self.server = server
         self.task = task
         self.port = port

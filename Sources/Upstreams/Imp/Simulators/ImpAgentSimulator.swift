@@ -1,6 +1,6 @@
 import Foundation
 import SimulatorSupport
-import Synchronization
+import SwitchyardCore
 
 /// Electric Imp agents on loopback (docs/upstreams/imp-livecoding.md §1.3–1.4), one URL per agent id like
 /// `agent.electricimp.com/<agentID>/...`: a MatrixClock, a BigClock and a Weather agent with their real
@@ -40,12 +40,12 @@ public final class ImpAgentSimulator: Sendable {
         var throttle: [String: Int] = [:]
     }
 
-    let state: Mutex<State>
+    let state: Locked<State>
     public let server: LoopbackHTTPServer
     public var baseURL: String { server.baseURL }
 
     private init(agents: [Agent], server: LoopbackHTTPServer) {
-        state = Mutex(State(agents: Dictionary(uniqueKeysWithValues: agents.map { ($0.id, $0) })))
+        state = Locked(State(agents: Dictionary(uniqueKeysWithValues: agents.map { ($0.id, $0) })))
         self.server = server
     }
 

@@ -1,6 +1,6 @@
 import Foundation
 import SimulatorSupport
-import Synchronization
+import SwitchyardCore
 
 /// The LIFX cloud HTTP API v1 on loopback (docs/upstreams/lifx-cloud.md §1): lights, groups, locations, scenes, effects,
 /// `/lights/states` batches, `state/delta`, `toggle`, `/color`, with the real JSON shapes and status
@@ -101,12 +101,12 @@ public final class LIFXCloudSimulator: Sendable {
         var effects: [EffectRun] = []
     }
 
-    let state: Mutex<State>
+    let state: Locked<State>
     public let server: LoopbackHTTPServer
     public var apiURL: String { server.baseURL + "/v1" }
 
     private init(state: State, server: LoopbackHTTPServer) {
-        self.state = Mutex(state)
+        self.state = Locked(state)
         self.server = server
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import SwitchyardCore
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -68,9 +69,9 @@ public final class LIFXLANSimulator: Sendable {
 
     public let port: Int
     let fd: Int32
-    let state: Mutex<[String: Device]>
-    let lossRate: Mutex<Double>
-    let counts: Mutex<[UInt16: Int]> = Mutex([:])
+    let state: Locked<[String: Device]>
+    let lossRate: Locked<Double>
+    let counts: Locked<[UInt16: Int]> = Locked([:])
     let stopping = Atomic<Bool>(false)
     let finished = Atomic<Bool>(false)
     public let arrivals: AsyncStream<Arrival>
@@ -79,8 +80,8 @@ public final class LIFXLANSimulator: Sendable {
     private init(fd: Int32, port: Int, devices: [Device]) {
         self.fd = fd
         self.port = port
-        state = Mutex(Dictionary(devices.map { ($0.serial.lowercased(), $0) }, uniquingKeysWith: { a, _ in a }))
-        lossRate = Mutex(0)
+        state = Locked(Dictionary(devices.map { ($0.serial.lowercased(), $0) }, uniquingKeysWith: { a, _ in a }))
+        lossRate = Locked(0)
         (arrivals, arrivalsContinuation) = AsyncStream.makeStream(of: Arrival.self, bufferingPolicy: .bufferingNewest(10_000))
     }
 

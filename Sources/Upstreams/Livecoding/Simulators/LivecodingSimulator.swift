@@ -1,6 +1,6 @@
 import Foundation
 import SimulatorSupport
-import Synchronization
+import SwitchyardCore
 
 /// The Livecoding.tv API v1 and its OAuth2 provider on loopback (docs/upstreams/imp-livecoding.md §2):
 /// `/o/authorize/` (redirects with `code` and `state`, or `error=access_denied`), `/o/token/` (HTTP
@@ -36,13 +36,13 @@ public final class LivecodingSimulator: Sendable {
         var tokenRequests: [String] = []      // grant types, in order
     }
 
-    let state: Mutex<State>
+    let state: Locked<State>
     public let server: LoopbackHTTPServer
     public var apiURL: String { server.baseURL + "/api/v1" }
     public var oauthURL: String { server.baseURL + "/o" }
 
     private init(state: State, server: LoopbackHTTPServer) {
-        self.state = Mutex(state)
+        self.state = Locked(state)
         self.server = server
     }
 

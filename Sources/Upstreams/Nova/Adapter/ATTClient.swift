@@ -6,7 +6,6 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-import Synchronization
 import SwitchyardCore
 
 /// An ATT client on a connected SOCK_SEQPACKET socket (an L2CAP LE socket on CID 4 in production, a
@@ -36,7 +35,7 @@ public final class ATTClient: Sendable {
 
     /// Use it only through `withOpenDescriptor` (or on the reader thread): see `State.fdOpen`.
     let fd: Int32
-    let state = Mutex(State())
+    let state = Locked(State())
     let onNotification: @Sendable (UInt16, [UInt8]) -> Void
     let onClose: @Sendable (String) -> Void
     public let transactionTimeout: Double

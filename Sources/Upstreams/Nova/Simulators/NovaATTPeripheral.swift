@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import SwitchyardCore
 
 /// A Nova flash at the ATT level (docs/upstreams/nova.md §2.2, §3.5), on one end of a SOCK_SEQPACKET socket: a
 /// GATT database laid out as in the spec's recorded exchange (GAP 0x0001–0x0003; FFF0 0x000C–0x0011
@@ -31,7 +31,7 @@ public final class NovaATTPeripheral: Sendable {
     }
 
     let fd: Int32
-    let state = Mutex(State())
+    let state = Locked(State())
     let ackDelay: Double
 
     let onFrame: (@Sendable (String) -> Void)?

@@ -1,8 +1,8 @@
-import Foundation
 import CBluetooth
+import Foundation
 import Glibc
 import NovaAdapter
-import Synchronization
+import SwitchyardCore
 
 /// A radio with simulated Nova flashes in range, for tests and `switchyard demo`. A scan window
 /// yields real HCI LE Advertising Report events (ADV_IND with flags, the FFF0 UUID list and the name
@@ -29,7 +29,7 @@ public final class SimulatedNovaRadio: NovaRadio {
         var rssiReads = 0
     }
 
-    let state = Mutex(State())
+    let state = Locked(State())
     let ackDelay: Double
 
     /// `flashes`: address → advertised RSSI (nil = 127, as virtual controllers report).
