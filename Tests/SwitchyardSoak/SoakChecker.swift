@@ -68,8 +68,11 @@ actor SoakChecker {
     /// adapter (its topic or its "adapter:" prefix) inside that adapter's fault window, anything inside the
     /// broker's, and the refusal of the deliberate unknown device.
     func log(_ payload: [UInt8]) {
-        guard let j = try? JSONValue.parse(payload), j["level"] == "error" else { return }
+        guard let j = try? JSONValue.parse(payload) else { return }
         let message = j["message"]?.stringValue ?? ""
+        // One thing under two names (a LIFX location seen by both transports under two ids was).
+        if message.contains("clashes with another device") { breach("published under a second name: \(message)") }
+        guard j["level"] == "error" else { return }
         if message.contains("unknown device 'nosuch'") { return }
         var keys = ["broker"]
         if case .string(let topic)? = j["topic"], topic.hasPrefix(base + "/") {
