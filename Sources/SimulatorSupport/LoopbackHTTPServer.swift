@@ -61,7 +61,7 @@ public final class LoopbackHTTPServer: Sendable {
                     query: Dictionary(req.query.map { ($0.name, $0.value) }, uniquingKeysWith: { _, b in b }),
                     headers: Dictionary(req.headers.map { ($0.key.rawValue.lowercased(), $0.value) }, uniquingKeysWith: { _, b in b }),
                     body: Array(try await req.bodyData), at: DispatchTime.now().uptimeNanoseconds)
-                guard let owner = box.value.withLock({ $0 }) else { return HTTPResponse(statusCode: .serviceUnavailable) }
+                guard let owner = box.value else { return HTTPResponse(statusCode: .serviceUnavailable) }
                 let (delay, injected) = owner.state.withLock { s -> (Double, Int?) in
                     s.received.append(received)
                     return (s.delay, s.failNext.isEmpty ? nil : s.failNext.removeFirst())
@@ -78,7 +78,7 @@ public final class LoopbackHTTPServer: Sendable {
         try await server.waitUntilListening(timeout: 10)
         guard case .ip4(_, let port) = await server.listeningAddress else { throw SimulatorError("server did not report its port") }
         let s = LoopbackHTTPServer(server: server, task: task, port: Int(port))
-        box.value.withLock { $0 = s }
+        box.set(s)
         return s
     }
 
@@ -132,10 +132,14 @@ public struct ErrorsToStderr: FlyingSocks.Logging {
 }
 
 /// A reference filled in once its object exists: route handlers are registered before the server or
-/// simulator that answers them is built.
-public final class LateRef<T: Sendable>: Sendable {
-    public let value = Locked<T?>(nil)
+/// simulator that answers them is built. Weak: the object owns the server whose handlers hold this, and
+/// a strong reference would make that a cycle that outlives the simulator (LeakSanitizer found it).
+public final class LateRef<T: AnyObject & Sendable>: Sendable {
+    struct Weak { weak var object: T? }
+    let ref = Locked(Weak())
     public init() {}
+    public var value: T? { ref.withLock { $0.object } }
+    public func set(_ object: T) { ref.withLock { $0.object = object } }
 }
 
 public struct SimulatorError: Error, CustomStringConvertible {

@@ -251,6 +251,10 @@ public actor BridgeEngine {
         for slot in slots.values { for q in slot.waiting { refuse(q.work, "the bridge stopped before the command was carried out") } }
         answerLeftovers(adapterID: nil, generation: nil, "the bridge stopped before the command was carried out")
         publishOffline()
+        // An adapter keeps its context, which holds this engine: letting the adapters go breaks that cycle,
+        // so that the engine and everything it holds are freed once run has returned (LeakSanitizer found it).
+        slots.removeAll()
+        slotOrder.removeAll()
     }
 
     /// Runs what the actor hands over as children of `run`: adapters, requests, the re-announcement.

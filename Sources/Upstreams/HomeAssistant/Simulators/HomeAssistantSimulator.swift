@@ -94,7 +94,7 @@ public final class HomeAssistantSimulator: Sendable {
         guard case .ip4(_, let port) = await server.listeningAddress else { throw SimulatorError("no port") }
         let sim = HomeAssistantSimulator(state: State(token: token, entities: Dictionary(uniqueKeysWithValues: entities.map { ($0.entityID, $0) })),
                                          server: server, task: task, port: Int(port))
-        holder.value.withLock { $0 = sim }
+        holder.set(sim)
         return sim
     }
 
@@ -103,7 +103,7 @@ public final class HomeAssistantSimulator: Sendable {
         let holder: LateRef<HomeAssistantSimulator>
         func makeMessages(for client: AsyncStream<WSMessage>) async throws -> AsyncStream<WSMessage> {
             let (out, cont) = AsyncStream.makeStream(of: WSMessage.self)
-            guard let sim = holder.value.withLock({ $0 }) else { cont.finish(); return out }
+            guard let sim = holder.value else { cont.finish(); return out }
             let id = sim.open(cont)
             Task {
                 for await m in client {

@@ -52,12 +52,12 @@ public final class ImpAgentSimulator: Sendable {
     public static func start(agents: [Agent], port: UInt16 = 0) async throws -> ImpAgentSimulator {
         let holder = LateRef<ImpAgentSimulator>()
         let handler: LoopbackHTTPServer.Handler = { req in
-            guard let sim = holder.value.withLock({ $0 }) else { return .init(status: 503) }
+            guard let sim = holder.value else { return .init(status: 503) }
             return sim.handle(req)
         }
         let server = try await LoopbackHTTPServer.start(routes: [("GET *", handler), ("POST *", handler)], port: port)
         let sim = ImpAgentSimulator(agents: agents, server: server)
-        holder.value.withLock { $0 = sim }
+        holder.set(sim)
         return sim
     }
 

@@ -123,14 +123,14 @@ public final class LIFXCloudSimulator: Sendable {
     static func start(state: State, port: UInt16) async throws -> LIFXCloudSimulator {
         let box = LateRef<LIFXCloudSimulator>()
         let handler: LoopbackHTTPServer.Handler = { req in
-            guard let sim = box.value.withLock({ $0 }) else { return .init(status: 503) }
+            guard let sim = box.value else { return .init(status: 503) }
             return sim.handle(req)
         }
         let server = try await LoopbackHTTPServer.start(routes: [
             ("GET /v1/*", handler), ("PUT /v1/*", handler), ("POST /v1/*", handler), ("*", { _ in .json(#"{"error":"not found"}"#, status: 404) }),
         ], port: port)
         let sim = LIFXCloudSimulator(state: state, server: server)
-        box.value.withLock { $0 = sim }
+        box.set(sim)
         return sim
     }
 

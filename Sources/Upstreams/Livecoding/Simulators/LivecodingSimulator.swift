@@ -59,12 +59,12 @@ public final class LivecodingSimulator: Sendable {
     static func start(state: State, port: UInt16) async throws -> LivecodingSimulator {
         let holder = LateRef<LivecodingSimulator>()
         let handler: LoopbackHTTPServer.Handler = { req in
-            guard let sim = holder.value.withLock({ $0 }) else { return .init(status: 503) }
+            guard let sim = holder.value else { return .init(status: 503) }
             return sim.handle(req)
         }
         let server = try await LoopbackHTTPServer.start(routes: [("GET *", handler), ("POST *", handler)], port: port)
         let sim = LivecodingSimulator(state: state, server: server)
-        holder.value.withLock { $0 = sim }
+        holder.set(sim)
         return sim
     }
 
