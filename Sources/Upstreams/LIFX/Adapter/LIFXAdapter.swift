@@ -532,7 +532,13 @@ public actor LIFXAdapter: Adapter {
         lights[l.id] = l
     }
 
+    /// Lists every light, group, location and scene. With a cloud, not before its first listing has come
+    /// (or failed): the first listing is what the core waits for before it refuses commands for devices it
+    /// does not know, and the LAN alone names only its own lights (found by the soak run: a command for a
+    /// cloud light was refused because a LAN light was identified first).
     func declare() async {
+        let cloud = settings.token.map { !$0.isEmpty } ?? false
+        if cloud && polls == 0 && lastPollError == nil { return }
         var devices = lights.values.sorted { $0.id < $1.id }.map(lightDescriptor)
         devices += groupDescriptors()
         devices += scenes.values.sorted { $0.uuid < $1.uuid }.map(sceneDescriptor)
