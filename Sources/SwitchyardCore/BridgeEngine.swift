@@ -195,6 +195,9 @@ public actor BridgeEngine {
     /// Commands with a transaction, from routing to their one result (see `answer`): whatever ends an
     /// adapter or the engine answers what is still here, so no publisher waits forever.
     var awaiting: [UInt64: Awaiting] = [:]
+    /// `replaceAdapters` in progress, and the calls waiting for it.
+    var replacingAdapters = false
+    var replacementQueue: [CheckedContinuation<Void, Never>] = []
     var nextTicket: UInt64 = 0
     let control: AsyncStream<Control>
     let controlQueue: AsyncStream<Control>.Continuation
@@ -324,6 +327,14 @@ public actor BridgeEngine {
     /// the ids in `remove` are stopped and their devices removed. Returns once the old adapters have
     /// stopped (and released what they held).
     public func replaceAdapters(start: [any Adapter], remove: Set<String>) async {
+        // One replacement at a time: this one suspends while adapters drain and stop, and a second one
+        // meanwhile would find the same old slot and start a second instance beside the first.
+        while replacingAdapters { await withCheckedContinuation { replacementQueue.append($0) } }
+        replacingAdapters = true
+        defer {
+            replacingAdapters = false
+            if !replacementQueue.isEmpty { replacementQueue.removeFirst().resume() }
+        }
         for id in slotOrder where remove.contains(id) {
             guard let slot = slots[id] else { continue }
             slot.replacing = true

@@ -107,6 +107,34 @@ actor GatedAdapter: Adapter {
         }
     }
 
+    /// Two reloads at once (SIGHUP and a config/reload request) replace the adapter one after the other:
+    /// in the end one instance runs, the newest, and the others have stopped.
+    @Test func overlappingReloadsLeaveOneAdapterRunning() async throws {
+        let t = InMemoryTransport()
+        let e = engine(t, drain: 0.3)
+        let gate = Latch()
+        let old = GatedAdapter(gate: gate)
+        let first = ScriptedAdapter(devices: [ScriptedAdapter.lamp()]), second = ScriptedAdapter(devices: [ScriptedAdapter.lamp()])
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await e.run(adapters: [old]) }
+            defer { t.finish() }
+            try await waitUntil("listed") { await e.deviceNames("test") == ["lamp-1": "lamp"] }
+            command(t, 1)   // keeps the old instance draining until its time is up
+            try await Task.sleep(for: .milliseconds(50))
+            async let a: Void = e.replaceAdapters(start: [first], remove: [])
+            async let b: Void = e.replaceAdapters(start: [second], remove: [])
+            _ = await (a, b)
+            try await waitUntil("one running") {
+                let running = [await first.running, await second.running]
+                return running.filter { $0 }.count == 1
+            }
+            try await Task.sleep(for: .milliseconds(200))
+            let running = [await first.running, await second.running]
+            #expect(running.filter { $0 }.count == 1, "\(running)")
+            gate.signal()
+        }
+    }
+
     /// A command with a transaction for a device the adapter does not know is answered with the error.
     @Test func anUnknownDeviceIsAnsweredOnItsResultTopic() async throws {
         let t = InMemoryTransport()
