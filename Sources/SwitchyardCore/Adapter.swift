@@ -55,6 +55,18 @@ extension Adapter {
     public func inherit(from previous: any Adapter) async {}
 }
 
+/// One device's fields to merge into its state and, when known, its availability (`AdapterContext.report`).
+public struct DeviceReport: Sendable, Equatable {
+    public var deviceID: String
+    public var fields: [String: JSONValue]
+    public var available: Bool?
+    public init(_ deviceID: String, fields: [String: JSONValue] = [:], available: Bool? = nil) {
+        self.deviceID = deviceID
+        self.fields = fields
+        self.available = available
+    }
+}
+
 /// A message a mirror adapter publishes under `<base>/<adapter>/`.
 public struct MirrorMessage: Sendable, Equatable {
     /// Relative to `<base>/<adapter>/`, e.g. `light/kitchen/state`.
@@ -89,6 +101,12 @@ public struct AdapterContext: Sendable {
     }
     public func setAvailable(_ deviceID: String, _ available: Bool) async {
         await engine.setAvailable(adapterID, generation, deviceID, available)
+    }
+    /// Several devices' new state and availability in one hand-over (one hop to the engine, not one per
+    /// field or per device): each is merged and published as `update` and `setAvailable` would, in order.
+    public func report(_ reports: [DeviceReport]) async {
+        guard !reports.isEmpty else { return }
+        await engine.report(adapterID, generation, reports)
     }
     public func setStatus(_ status: AdapterStatus) async {
         await engine.setStatus(adapterID, generation, status)

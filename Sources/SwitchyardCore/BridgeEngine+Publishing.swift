@@ -39,6 +39,14 @@ extension BridgeEngine {
         publish(p)
     }
 
+    func report(_ adapterID: String, _ generation: UInt64, _ reports: [DeviceReport]) {
+        guard let slot = current(adapterID, generation) else { return }
+        for r in reports {
+            if !r.fields.isEmpty, let p = slot.registry.update(r.deviceID, r.fields) { publish(p) }
+            if let a = r.available, let p = slot.registry.setAvailable(r.deviceID, a) { publish(p) }
+        }
+    }
+
     func setStatus(_ adapterID: String, _ generation: UInt64, _ status: AdapterStatus) {
         guard let slot = current(adapterID, generation), slot.status != status else { return }
         let was = slot.status

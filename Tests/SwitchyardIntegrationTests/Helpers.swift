@@ -52,6 +52,7 @@ actor ScriptedAdapter: Adapter {
 
     func setFailure(_ message: String?) { failWith = message }
     func push(_ deviceID: String, _ fields: [String: JSONValue]) async { await context?.update(deviceID, fields) }
+    func report(_ reports: [DeviceReport]) async { await context?.report(reports) }
     func list(_ devices: [DeviceDescriptor]) async {
         self.devices = devices
         await context?.setDevices(devices, authoritative: false)

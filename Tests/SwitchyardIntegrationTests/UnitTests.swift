@@ -112,6 +112,20 @@ import SwitchyardTestSupport
         }
     }
 
+    /// Several devices in one hand-over: each state and availability published as separate calls would,
+    /// in the order given; an unchanged value publishes nothing.
+    @Test func oneReportCarriesSeveralDevicesStateAndAvailability() async throws {
+        try await withEngine { _, t, a in
+            await a.list([ScriptedAdapter.lamp(), ScriptedAdapter.lamp("lamp-2", name: "desk")])
+            t.clear()
+            await a.report([DeviceReport("lamp-1", fields: ["brightness": 20], available: false),
+                            DeviceReport("lamp-2", fields: ["state": "ON"]),
+                            DeviceReport("lamp-1", available: false)])
+            let got = t.published.map { "\($0.topic)=\($0.payload)" }
+            #expect(got == [#"b/test/lamp={"brightness":20,"state":"OFF"}"#, "b/test/lamp/availability=offline", #"b/test/desk={"state":"ON"}"#])
+        }
+    }
+
     /// When `run` returns, every adapter has stopped and every device is offline, in that order.
     @Test func runEndsWithTheAdaptersStoppedAndEveryDeviceOffline() async throws {
         let t = InMemoryTransport()
