@@ -183,3 +183,15 @@ import Testing
         }
     }
 }
+
+/// The soak's LIFX invariant (docs/testing.md "The soak run"), shown catching what it is for.
+@Suite struct LIFXSoakInvariantTests {
+    func health(_ n: Int) -> [UInt8] { Array(#"{"adapters":{"lifx":{"outcomes":\#(n),"queue":0}}}"#.utf8) }
+
+    @Test func outcomesThatClimbPastTheBoundAreABreach() {
+        var w = LIFXOutcomeWatch(bound: 20)
+        #expect(w.health(health(3)) == nil && w.health(health(20)) == nil)
+        #expect(w.health(health(21))?.contains("outcomes not taken: 21") == true)
+        #expect(w.health(Array(#"{"adapters":{"imp":{}}}"#.utf8)) == nil && w.highest == 21)
+    }
+}
