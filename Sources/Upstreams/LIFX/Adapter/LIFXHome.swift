@@ -157,7 +157,6 @@ struct LIFXHome: Sendable {
     /// The LAN identified a light (its product, firmware, group and location) and read its state.
     mutating func lanFound(_ serial: String, facts: LIFXLANFacts, reading: LIFXLANReading, now: MonotonicInstant, wall: Date) -> Changes {
         var l = lights[serial] ?? LIFXLight(id: serial)
-        let before = l
         if let p = facts.product {
             l.caps.hasColor = p.hasColor
             l.caps.hasVariableColorTemp = p.minKelvin < p.maxKelvin
@@ -179,7 +178,6 @@ struct LIFXHome: Sendable {
         presence.lanHeard(serial, at: now)
         var c = lanRead(serial, reading, commandPending: false, now: now, wall: wall)
         c.relist = true
-        _ = before
         return c
     }
 

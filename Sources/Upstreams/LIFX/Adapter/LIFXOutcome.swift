@@ -69,15 +69,3 @@ final class LIFXOutcome: Sendable {
         var count: Int { alive.load(ordering: .relaxed) }
     }
 }
-
-extension LIFXOutcome {
-    /// Waits for every outcome; the first failure (in order) is the command's. Every outcome is waited
-    /// for, a failed first one included, so that no request is left half taken.
-    static func all(_ outcomes: [LIFXOutcome]) async throws {
-        var failure: (any Error)?
-        for o in outcomes {
-            do { try await o.wait() } catch { if failure == nil { failure = error } }
-        }
-        if let failure { throw failure }
-    }
-}
