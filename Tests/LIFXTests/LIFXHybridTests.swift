@@ -195,3 +195,26 @@ import Testing
         #expect(w.health(Array(#"{"adapters":{"imp":{}}}"#.utf8)) == nil && w.highest == 21)
     }
 }
+
+extension LIFXHybridTests {
+    /// The LAN finds its lights before the cloud's first listing comes (a slow cloud): nothing is listed
+    /// until then, and then the LAN's lights are published with the rest (found by the soak under load).
+    @Test func lightsTheLANFoundBeforeTheFirstListingArePublishedWithIt() async throws {
+        let cloud = try await LIFXCloudSimulator.start(token: Self.token, lights: LIFXCloudSimulator.demoLights())
+        cloud.setDelay(3)
+        let lan = try LIFXLANSimulator.start(devices: LIFXLANSimulator.demoDevices())
+        defer { lan.stop() }
+        try await withTeardown {
+            try await BridgeUnderTest.with(subscribe: { ["\($0)/#"] },
+                                           adapter: LIFXAdapter(settings: Self.settings(cloud: cloud, lanPort: lan.port, poll: 3600, lanPoll: 3600,
+                                                                                       offlineAfter: 90))) { b in
+                try await b.waitLIFX("kitchen") { $0["via"] == "cloud" }
+                for name in ["desk", "candle", "living_ceiling_uplight", "group/study"] {
+                    try await b.waitLIFX(name, timeout: 10) { $0["via"] == "lan" }
+                }
+            }
+        } teardown: {
+            await cloud.stop()
+        }
+    }
+}

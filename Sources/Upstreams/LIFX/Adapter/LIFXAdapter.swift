@@ -349,16 +349,20 @@ public actor LIFXAdapter: Adapter {
         let now = clock.now()
         switch e {
         case .listed(let lights, let scenes, let pending):
+            let first = !cloudHeard
             cloudHeard = true
             if let scenes { home.scenes = Dictionary(scenes.map { ($0.uuid, $0) }, uniquingKeysWith: { a, _ in a }) }
-            await apply(home.cloudListed(lights, pending: pending, now: now))
+            var c = home.cloudListed(lights, pending: pending, now: now)
+            // Until the first listing nothing was declared: what the LAN found meanwhile is published now.
+            if first { c.touched.formUnion(home.lights.keys) }
+            await apply(c)
             await publishScenes()
         case .listingFailed(let consecutive):
             let first = !cloudHeard
             cloudHeard = true
             // Unreachable over the cloud after three failed listings in a row; what the LAN hears stays available.
             if consecutive >= 3 { await apply(home.cloudUnreachable(now: now)) }
-            if first { await declare() }
+            if first { await apply(LIFXHome.Changes(relist: true, touched: Set(home.lights.keys))) }
         case .answered(let reached, let revert, let queued):
             home.revert(revert, reapplying: queued)
             var c = LIFXHome.Changes(touched: Set(revert.keys))
