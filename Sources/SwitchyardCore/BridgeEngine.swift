@@ -199,6 +199,7 @@ public actor BridgeEngine {
     var replacingAdapters = false
     var replacementQueue: [CheckedContinuation<Void, Never>] = []
     var nextTicket: UInt64 = 0
+    let observers = EngineObservers()
     let control: AsyncStream<Control>
     let controlQueue: AsyncStream<Control>.Continuation
 
@@ -495,16 +496,19 @@ public actor BridgeEngine {
             if let slot = slots[adapter] { enqueue(slot, .mirror(path: path, payload: m.payload, topic: topic)) }
         case .command(let adapter, let command, let topic, let transaction, let resultTopic):
             nextTicket += 1
+            observers.commandRouted(nextTicket, adapter: adapter, at: clock.now())
             let reply = Reply(ticket: nextTicket, topic: topic, transaction: transaction, resultTopic: resultTopic)
             if let slot = slots[adapter] { enqueue(slot, .command(command, reply)) }
         case .refresh(let adapter, let deviceID, let topic):
             if let slot = slots[adapter] { enqueue(slot, .refresh(deviceID: deviceID, topic: topic)) }
         case .reject(let message, let topic, let transaction, let resultTopic):
+            observers.commandRefused(topic)
             reportError(message, topic: topic, transaction: transaction, resultTopic: resultTopic)
         case .unknownDevice(let adapter, let message, let topic, let transaction, let resultTopic):
             if let slot = slots[adapter], !slot.settled {
                 hold(m, for: slot, message, transaction: transaction, resultTopic: resultTopic)
             } else {
+                observers.commandRefused(topic)
                 reportError(message, topic: topic, transaction: transaction, resultTopic: resultTopic)
             }
         }
@@ -558,7 +562,9 @@ public actor BridgeEngine {
     /// Work that will not be carried out: its error, on the result topic when the command asked for one.
     func refuse(_ work: Work, _ message: String) {
         switch work {
-        case .command(_, let r): reportError(message, topic: r.topic, transaction: r.transaction, resultTopic: r.resultTopic)
+        case .command(_, let r):
+            observers.commandFinished(r.ticket, ok: false, at: clock.now())
+            reportError(message, topic: r.topic, transaction: r.transaction, resultTopic: r.resultTopic)
         case .mirror(_, _, let topic), .refresh(_, let topic): reportError(message, topic: topic, transaction: nil, resultTopic: nil)
         }
     }
@@ -572,6 +578,7 @@ public actor BridgeEngine {
     /// The one result of a command: `ok`, or its error (also on bridge/log). A command answered already
     /// (by `answerLeftovers`, when its adapter stopped) only logs.
     func answer(_ r: Reply, error: String?) {
+        observers.commandFinished(r.ticket, ok: error == nil, at: clock.now())
         let first = r.transaction != nil && awaiting.removeValue(forKey: r.ticket) != nil
         if let error {
             reportError(error, topic: r.topic, transaction: first ? r.transaction : nil, resultTopic: r.resultTopic)
