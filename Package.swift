@@ -39,6 +39,13 @@ let package = Package(
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
         .package(url: "https://github.com/hummingbird-project/swift-websocket", from: "1.6.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        // The operator console (docs/console.md). Hummingbird without its default traits: no swift-configuration
+        // and no full Foundation (FoundationEssentials only, like the rest of the daemon).
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         // C libraries: module maps and tiny shims (CCurl also loads libcurl on first use).
@@ -89,9 +96,23 @@ let package = Package(
                simulatorDependencies: ["NovaAdapter", "CBluetooth"])
     + upstream("Virtual", adapter: "VirtualAdapter")
     + [
+        // The operator console: the page, /metrics, /livez and /readyz over Hummingbird, as one Service.
+        .target(name: "SwitchyardWeb", dependencies: [
+            "SwitchyardCore", "SwitchyardConfig",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdCore", package: "hummingbird"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
+            .product(name: "HummingbirdTLS", package: "hummingbird"),
+            .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "CoreMetrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ], resources: [.embedInCode("Page/index.html"), .embedInCode("Page/console.css"), .embedInCode("Page/console.js")], swiftSettings: strict),
         // Wiring: config -> transport + engine + adapters as Services under one ServiceGroup. Knows no adapter.
         .target(name: "SwitchyardRuntime", dependencies: [
-            "CMalloc", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig",
+            "CMalloc", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardWeb",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strict),
