@@ -166,6 +166,16 @@ let package = Package(
             "SwitchyardCore", "SwitchyardMQTT", "CMosquitto",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Tests/SwitchyardTestSupport", swiftSettings: strict),
+        // What the console's tests, the bench and the soak use to talk to it: a page's WebSocket, plain HTTP, the bridge process.
+        .target(name: "SwitchyardWebTesting", dependencies: [
+            "SwitchyardCore", "SwitchyardTestSupport",
+            .product(name: "WSClient", package: "swift-websocket"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
+            .product(name: "Logging", package: "swift-log"),
+        ], path: "Tests/SwitchyardWebTesting", swiftSettings: strict),
+        .testTarget(name: "SwitchyardWebTests", dependencies: [
+            "SwitchyardWeb", "SwitchyardWebTesting", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardConfig", "SwitchyardCLI",
+        ], swiftSettings: strict),
         .testTarget(name: "SwitchyardCoreTests", dependencies: ["SwitchyardCore", "SwitchyardTestSupport"], swiftSettings: strict),
         .testTarget(name: "SwitchyardConfigTests", dependencies: ["SwitchyardConfig", "SwitchyardCore", "SwitchyardCLI", "ImpAdapter",
                                                                   "LivecodingAdapter", "HomeAssistantMirror", "LIFXAdapter", "NovaAdapter",

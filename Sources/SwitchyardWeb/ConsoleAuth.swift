@@ -122,7 +122,9 @@ final class ConsoleAuth: Sendable {
         if !required {
             guard let host, let name = Self.hostName(host), SwitchyardConfig.Web.isLoopback(name) else { return false }
         }
-        guard let origin else { return true }
+        // No Origin, or a ws: one (no browser sends those; WebSocket libraries do): a program, not a page of
+        // another site, and a program can send any header anyway.
+        guard let origin, !origin.hasPrefix("ws://"), !origin.hasPrefix("wss://") else { return true }
         guard let host else { return false }
         return origin == "http://\(host)" || origin == "https://\(host)"
     }

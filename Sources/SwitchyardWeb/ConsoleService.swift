@@ -138,8 +138,8 @@ public final class ConsoleService: Service, Sendable {
         router.get("/console.css") { _, _ in page.style }
         router.post("/login") { request, _ -> Response in
             guard sameOrigin(request) else { return Page.text(.forbidden, "cross-origin request refused") }
-            guard auth.required else { return Page.redirect("/") }
             let body = try await request.body.collect(upTo: Context.maxBody)
+            guard auth.required else { return Page.redirect("/") }
             if let token = ConsoleAuth.formField(String(buffer: body), "token"), auth.tokenMatches(token) {
                 var r = Page.redirect("/")
                 r.headers[.setCookie] = auth.newSession()
@@ -190,6 +190,9 @@ public final class ConsoleService: Service, Sendable {
                 return
             }
             defer { self.clients.withLock { $0.open -= 1 } }
+            // What a page has not taken is bounded in the kernel too (which would grow the buffer to megabytes
+            // for a reader that stopped).
+            _ = context.requestContext.channel.setOption(ChannelOptions.socketOption(.so_sndbuf), value: SocketOptionValue(Bound.sendBuffer))
             var limits = ConsoleClient.Limits()
             limits.stallTimeout = settings.clientTimeout
             let client = ConsoleClient(id: id, feed: feed, engine: engine, stats: stats, auth: auth.required,
@@ -197,7 +200,7 @@ public final class ConsoleService: Service, Sendable {
             try await client.run(inbound: inbound, outbound: outbound)
         }
         let http = HTTP1Channel.Configuration(
-            additionalChannelHandlers: [SendBufferHandler(bytes: Bound.sendBuffer)], idleTimeout: Bound.idleTimeout,
+            idleTimeout: Bound.idleTimeout,
             httpDecoderConfiguration: .init(maxHeaderFieldSize: Bound.headerBytes, maxHeaderListSize: Bound.headerBytes,
                                             maxHeaderFieldCount: Bound.headerCount))
         let upgrade = HTTPServerBuilder.http1WebSocketUpgrade(
@@ -267,17 +270,6 @@ public final class ConsoleService: Service, Sendable {
                 once.withLock { $0.take() }?.resume(returning: false)
             }
         }
-    }
-}
-
-/// Fixes a connection's kernel send buffer, so that what a page has not taken is bounded there too (the
-/// kernel would otherwise grow it to megabytes for a reader that stopped).
-final class SendBufferHandler: ChannelInboundHandler, RemovableChannelHandler, Sendable {
-    typealias InboundIn = Never
-    let bytes: Int
-    init(bytes: Int) { self.bytes = bytes }
-    func handlerAdded(context: ChannelHandlerContext) {
-        _ = context.channel.setOption(ChannelOptions.socketOption(.so_sndbuf), value: SocketOptionValue(bytes))
     }
 }
 
