@@ -249,8 +249,9 @@ final class ConsoleClient: Sendable {
                 switch t {
                 case "sub":
                     state.withLock { s in
-                        s.mirror = m["mirror"]?.boolValue ?? false
-                        s.resubscribe = true
+                        let mirror = m["mirror"]?.boolValue ?? false
+                        if mirror != s.mirror { s.resubscribe = true }
+                        s.mirror = mirror
                     }
                     poke.yield()
                 case "disc":

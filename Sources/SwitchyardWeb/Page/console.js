@@ -27,6 +27,7 @@ const S = {
   avail: new Map(),         // key -> "online" | "offline"
   ha: new Map(),            // "domain.object" -> {state, attrs}
   cards: new Map(),         // key -> {card, update}
+  shared: new Set(),        // device names more than one adapter has
   dirty: new Set(), rebuild: false, haDirty: false, logDirty: [],
   nextId: 0, pending: new Map(), synced: false,
 };
@@ -39,7 +40,7 @@ function connect(delay = 0) {
   setTimeout(() => {
     const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
     ws = new WebSocket(`${proto}//${location.host}/ws`);
-    ws.onopen = () => { link('connected'); delay = 0; subscribe(); };
+    ws.onopen = () => { link('connected'); delay = 0; mirrored = false; if (route().view === 'ha') subscribe(true); };
     ws.onmessage = (ev) => receive(JSON.parse(ev.data));
     ws.onclose = (ev) => {
       for (const [, p] of S.pending) p.done({ status: 'error', error: 'the connection to the bridge closed' });
@@ -59,7 +60,12 @@ function link(text, down = false) {
 
 function send(obj) { if (ws && ws.readyState === WebSocket.OPEN) { ws.send(JSON.stringify(obj)); return true; } return false; }
 
-function subscribe() { send({ t: 'sub', mirror: route().view === 'ha' }); }
+/// The mirror's topics only while its view is open (the bridge sends everything again when this changes).
+let mirrored = false;
+function subscribe(force = false) {
+  const want = route().view === 'ha';
+  if ((want !== mirrored || force) && send({ t: 'sub', mirror: want })) mirrored = want;
+}
 
 /// A command or request through the bridge; `done` gets its answer.
 function command(topic, payload, done) {
@@ -82,7 +88,7 @@ function receive(m) {
       break;
     case 'synced':
       S.synced = true;
-      link('connected');
+      if (S.status) renderStatus(); else link('connected');
       break;
     case 'm':
       for (const [topic, payload] of m.m) message(topic, payload);
@@ -174,7 +180,14 @@ const labels = { state: 'power', color: 'colour', color_temp: 'colour temperatur
 const label = (field) => labels[field] ?? field.replaceAll('_', ' ');
 const hidden = new Set(['capabilities', 'label', 'model', 'group', 'location', 'app', 'appcode', 'zone_count', 'name']);
 
+/// A device as people and screen readers call it: its name, with its adapter when another adapter has a
+/// device of the same name (the demo has a virtual and a LIFX "kitchen").
+function spoken(d) { return S.shared.has(d.name) ? `${d.adapter} ${d.name}` : d.name; }
+
 function buildDevices() {
+  const counts = new Map();
+  for (const d of S.list) counts.set(d.name, (counts.get(d.name) ?? 0) + 1);
+  S.shared = new Set([...counts].filter(([, n]) => n > 1).map(([name]) => name));
   const root = $('adapters');
   root.replaceChildren();
   S.cards.clear();
@@ -214,7 +227,7 @@ function card(d, key) {
     const ctl = control(d, c);
     if (ctl) { controls.append(ctl.node); updates.push(ctl.update); }
   }
-  const node = el('article', { class: 'card', 'data-key': key, 'aria-label': d.name },
+  const node = el('article', { class: 'card', 'data-key': key, 'aria-label': spoken(d) },
     el('header', {},
       el('h4', {}, el('a', { href: `#/device/${key}`, text: d.name })),
       details?.label && details.label !== d.name ? el('span', { class: 'meta', text: details.label }) : null,
@@ -240,7 +253,7 @@ function card(d, key) {
 
 /// One control for one writable field, named "<device> <field>" for screen readers and tests.
 function control(d, c, full = false) {
-  const name = `${d.name} ${label(c.name)}`;
+  const name = `${spoken(d)} ${label(c.name)}`;
   const error = el('p', { class: 'error', role: 'alert' });
   const topic = `${d.topic}/set`;
   const go = (value) => {
@@ -260,7 +273,7 @@ function control(d, c, full = false) {
     }
     case 'bool': {
       if (c.name === 'activate') {
-        row.append(el('button', { type: 'button', 'aria-label': `${d.name} activate`, text: 'Activate', onclick: () => go(true) }));
+        row.append(el('button', { type: 'button', 'aria-label': `${spoken(d)} activate`, text: 'Activate', onclick: () => go(true) }));
         break;
       }
       const box = el('input', { type: 'checkbox', 'aria-label': name, onchange: () => go(box.checked) });
