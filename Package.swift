@@ -151,7 +151,7 @@ let package = Package(
         // Adapters are built from YAML through the registration list, like the daemon builds them.
         .executableTarget(name: "switchyard-bench", dependencies: [
             "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardCLI", "SwitchyardTestSupport", "CMosquitto",
-            "LIFXSimulators", "HomeAssistantSimulators", "SwitchyardSoak",
+            "LIFXSimulators", "HomeAssistantSimulators", "SwitchyardSoak", "SwitchyardWebTesting",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),

@@ -25,7 +25,9 @@ public final class PageClient: Sendable {
     let keep: Bool
 
     /// Opens `ws://host:port/ws` with these headers. `keepFrames: false` keeps only the topic view (long runs).
-    public init(port: Int, headers: HTTPFields = [:], keepFrames: Bool = true) {
+    /// `onMessage` sees each publication as it arrives (topic, payload, when), on the reading task.
+    public init(port: Int, headers: HTTPFields = [:], keepFrames: Bool = true,
+                onMessage: (@Sendable (String, String?, ContinuousClock.Instant) -> Void)? = nil) {
         let (stream, continuation) = AsyncStream.makeStream(of: String.self)
         outgoing = continuation
         keep = keepFrames
@@ -46,6 +48,12 @@ public final class PageClient: Sendable {
                             guard case .text(let text) = message, let json = try? JSONValue.parse(text) else { continue }
                             let frame = Frame(json: json, at: .now, bytes: text.utf8.count)
                             PageClient.apply(json, to: topics)
+                            if let onMessage, json["t"] == "m" {
+                                for item in json["m"]?.arrayValue ?? [] {
+                                    guard let pair = item.arrayValue, case .string(let topic)? = pair.first else { continue }
+                                    onMessage(topic, pair.dropFirst().first?.stringValue, frame.at)
+                                }
+                            }
                             frames.withLock { f in
                                 if keep { f.append(frame) } else { f = [frame] }
                             }
