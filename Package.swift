@@ -144,7 +144,8 @@ let package = Package(
         // The soak run: the demo's home for minutes or hours under commands, reloads, broker restarts and
         // upstream outages, with a checker holding the invariants (docs/testing.md).
         .target(name: "SwitchyardSoak", dependencies: [
-            "SwitchyardDemo", "SwitchyardTestSupport", "SwitchyardCore", "LivecodingAdapter", "LIFXSimulators",
+            "SwitchyardDemo", "SwitchyardTestSupport", "SwitchyardCore", "LivecodingAdapter", "LIFXSimulators", "SwitchyardWebTesting",
+            .product(name: "HTTPTypes", package: "swift-http-types"),
         ], path: "Tests/SwitchyardSoak", swiftSettings: strict),
 
         // Benchmarks: figures as ratios to raw libmosquitto measured in the same run (`swift run -c release switchyard-bench`).

@@ -23,6 +23,7 @@ public final class PageClient: Sendable {
     /// Retained topics as the page knows them (after resets and clears), and non-retained ones in order.
     let topics = Locked<[String: String]>([:])
     let keep: Bool
+    let largest = Locked(0)
 
     /// Opens `ws://host:port/ws` with these headers. `keepFrames: false` keeps only the topic view (long runs).
     /// `onMessage` sees each publication as it arrives (topic, payload, when), on the reading task.
@@ -35,7 +36,7 @@ public final class PageClient: Sendable {
         config.additionalHeaders = headers
         var logger = Logger(label: "page-client")
         logger.logLevel = .critical
-        let frames = self.frames, topics = self.topics, keep = keepFrames, end = self.end
+        let frames = self.frames, topics = self.topics, keep = keepFrames, end = self.end, largest = self.largest
         task = Task {
             let result: Result<WebSocketCloseFrame?, any Error>
             do { result = .success(try await WebSocketClient.connect(url: "ws://127.0.0.1:\(port)/ws", configuration: config, logger: logger) { inbound, outbound, _ in
@@ -48,6 +49,7 @@ public final class PageClient: Sendable {
                             guard case .text(let text) = message, let json = try? JSONValue.parse(text) else { continue }
                             let frame = Frame(json: json, at: .now, bytes: text.utf8.count)
                             PageClient.apply(json, to: topics)
+                            largest.withLock { $0 = max($0, frame.bytes) }
                             if let onMessage, json["t"] == "m" {
                                 for item in json["m"]?.arrayValue ?? [] {
                                     guard let pair = item.arrayValue, case .string(let topic)? = pair.first else { continue }
@@ -84,6 +86,8 @@ public final class PageClient: Sendable {
     public var all: [Frame] { frames.withLock { $0 } }
     public func payload(_ topic: String) -> String? { topics.withLock { $0[topic] } }
     public var topicCount: Int { topics.withLock { $0.count } }
+    /// The largest frame the page got, in bytes.
+    public var largestFrame: Int { largest.withLock { $0 } }
 
     public func send(_ json: JSONValue) { outgoing.yield(json.serialized) }
 

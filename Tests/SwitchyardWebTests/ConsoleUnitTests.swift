@@ -240,3 +240,26 @@ import SwitchyardWebTesting
     }
 }
 
+
+/// The soak's console invariants catch what they are for (docs/testing.md 8–10).
+@Suite struct ConsoleWatchTests {
+    @Test func notReadyOutsideTheScheduleACounterGoingBackAndALostPageAreBreaches() {
+        var w = ConsoleWatch()
+        let notReady = (503, #"{"ready":false,"reasons":["broker: not connected","lifx: error"]}"#)
+        let m1 = "switchyard_mqtt_connected 1\nswitchyard_mqtt_connects_total 3\nswitchyard_web_clients 1\n"
+        #expect(w.see(readyz: (200, #"{"ready":true}"#), metrics: m1, pageEnded: nil, largestFrame: 10, inWindow: { _ in false }).isEmpty)
+        // Inside the broker's and lifx's windows: explained.
+        #expect(w.see(readyz: notReady, metrics: m1, pageEnded: nil, largestFrame: 10, inWindow: { $0 == "broker" || $0 == "lifx" }).isEmpty)
+        // The broker's window over, lifx still failing: a breach naming lifx only.
+        let b = w.see(readyz: notReady, metrics: m1, pageEnded: nil, largestFrame: 10, inWindow: { $0 == "broker" })
+        #expect(b == ["/readyz not ready outside the schedule's faults: lifx: error"])
+        // A counter lower than at the last scrape (a gauge may go down).
+        let m2 = "switchyard_mqtt_connected 1\nswitchyard_mqtt_connects_total 2\nswitchyard_web_clients 0\n"
+        #expect(w.see(readyz: (200, ""), metrics: m2, pageEnded: nil, largestFrame: 10, inWindow: { _ in false })
+                == ["/metrics: switchyard_mqtt_connects_total went from 3.0 to 2.0"])
+        // The page cut off: once.
+        #expect(w.see(readyz: (200, ""), metrics: m2, pageEnded: "closed", largestFrame: 10, inWindow: { _ in false }).count == 1)
+        #expect(w.see(readyz: (200, ""), metrics: m2, pageEnded: "closed", largestFrame: 10, inWindow: { _ in false }).isEmpty)
+        #expect(w.see(readyz: nil, metrics: nil, pageEnded: nil, largestFrame: 10, inWindow: { _ in false }).count == 2)
+    }
+}
