@@ -37,7 +37,8 @@ public final class ConsoleFeed: EngineObserver, Sendable {
         var retained: [String: [UInt8]] = [:]
         /// Discovery configs by node (`switchyard_<base>_<adapter>_<id>`), each topic → payload.
         var discovery: [String: [String: [UInt8]]] = [:]
-        var ring: [Change?]
+        /// Grows to `ringEntries` as changes come, then wraps.
+        var ring: [Change?] = []
         /// Index of the oldest change in `ring`, and how many there are.
         var start = 0
         var count = 0
@@ -62,7 +63,7 @@ public final class ConsoleFeed: EngineObserver, Sendable {
     public init(scheme: TopicScheme, limits: Limits = Limits()) {
         self.scheme = scheme
         self.limits = limits
-        self.state = Locked(State(ring: Array(repeating: nil, count: limits.ringEntries)))
+        self.state = Locked(State())
         self.metrics = ConsoleMetrics()
         logTopic = scheme.bridge("log")
         responsePrefix = scheme.response("")
@@ -122,7 +123,7 @@ public final class ConsoleFeed: EngineObserver, Sendable {
     }
 
     func append(_ s: inout State, _ c: Change) {
-        let cap = s.ring.count
+        let cap = limits.ringEntries
         // Make room: one slot, and the event bytes bound.
         while s.count > 0 && (s.count == cap || s.eventBytes + (c.payload?.count ?? 0) > limits.ringEventBytes) {
             if let old = s.ring[s.start] { s.eventBytes -= old.payload?.count ?? 0 }
@@ -130,7 +131,8 @@ public final class ConsoleFeed: EngineObserver, Sendable {
             s.start = (s.start + 1) % cap
             s.count -= 1
         }
-        s.ring[(s.start + s.count) % cap] = c
+        let i = (s.start + s.count) % cap
+        if i == s.ring.count { s.ring.append(c) } else { s.ring[i] = c }
         s.count += 1
         s.eventBytes += c.payload?.count ?? 0
         s.next += 1
@@ -202,7 +204,7 @@ public final class ConsoleFeed: EngineObserver, Sendable {
             var seen: Set<String> = []
             var bytes = 0
             var c = cursor
-            let cap = s.ring.count
+            let cap = limits.ringEntries
             while c < s.next, bytes < budget {
                 let change = s.ring[(s.start + Int(c - oldest)) % cap]!
                 c += 1

@@ -35,34 +35,27 @@ final class ConsoleMetrics: Sendable {
         labels.isEmpty ? name : name + "{" + labels.map { "\($0.0)=\($0.1)" }.joined(separator: ",") + "}"
     }
 
-    func counter(_ name: String, _ labels: [(String, String)] = []) -> CoreMetrics.Counter {
+    /// The metric of this name and labels, made (by the Prometheus factory) the first time it is asked for.
+    func cached<M>(_ name: String, _ labels: [(String, String)], _ table: WritableKeyPath<Totals, [String: M]>, _ make: () -> M) -> M {
         let k = Self.key(name, labels)
         return totals.withLock { t in
-            if let c = t.counters[k] { return c }
-            let c = CoreMetrics.Counter(label: name, dimensions: labels, factory: factory)
-            t.counters[k] = c
-            return c
+            if let m = t[keyPath: table][k] { return m }
+            let m = make()
+            t[keyPath: table][k] = m
+            return m
         }
+    }
+
+    func counter(_ name: String, _ labels: [(String, String)] = []) -> CoreMetrics.Counter {
+        cached(name, labels, \.counters) { CoreMetrics.Counter(label: name, dimensions: labels, factory: factory) }
     }
 
     func gauge(_ name: String, _ labels: [(String, String)] = []) -> CoreMetrics.Gauge {
-        let k = Self.key(name, labels)
-        return totals.withLock { t in
-            if let g = t.gauges[k] { return g }
-            let g = CoreMetrics.Gauge(label: name, dimensions: labels, factory: factory)
-            t.gauges[k] = g
-            return g
-        }
+        cached(name, labels, \.gauges) { CoreMetrics.Gauge(label: name, dimensions: labels, factory: factory) }
     }
 
     func timer(_ name: String, _ labels: [(String, String)] = []) -> CoreMetrics.Timer {
-        let k = Self.key(name, labels)
-        return totals.withLock { t in
-            if let x = t.timers[k] { return x }
-            let x = CoreMetrics.Timer(label: name, dimensions: labels, preferredDisplayUnit: .seconds, factory: factory)
-            t.timers[k] = x
-            return x
-        }
+        cached(name, labels, \.timers) { CoreMetrics.Timer(label: name, dimensions: labels, preferredDisplayUnit: .seconds, factory: factory) }
     }
 
     /// Adds what a total grew by since the last scrape; a total smaller than before started again from zero

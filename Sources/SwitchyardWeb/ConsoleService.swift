@@ -10,6 +10,7 @@ import HummingbirdTLS
 import HummingbirdWebSocket
 import Logging
 import NIOCore
+import NIOHTTP1
 import NIOSSL
 import ServiceLifecycle
 import SwitchyardConfig
@@ -30,6 +31,7 @@ public final class ConsoleService: Service, Sendable {
     let continuation: AsyncStream<SwitchyardConfig.Web>.Continuation
     let bound = Locked<String?>(nil)
     let clients = Locked<(open: Int, next: UInt64)>((0, 0))
+    let connections = Connections()
     let listening: (@Sendable (String) -> Void)?
 
     public init(settings: SwitchyardConfig.Web, engine: BridgeEngine, feed: ConsoleFeed,
@@ -78,7 +80,10 @@ public final class ConsoleService: Service, Sendable {
         var reported = false
         while !Task.isCancelled {
             do {
-                try await makeApplication(settings).run()
+                // Stopping closes every connection, one stuck half-way through its request head included:
+                // nothing a peer does can hold the bridge's shutdown (or a reload of web:) up.
+                let connections = self.connections
+                try await withTaskCancellationHandler { try await makeApplication(settings).run() } onCancel: { connections.closeAll() }
                 return
             } catch {
                 if Task.isCancelled { return }
@@ -203,15 +208,22 @@ public final class ConsoleService: Service, Sendable {
             idleTimeout: Bound.idleTimeout,
             httpDecoderConfiguration: .init(maxHeaderFieldSize: Bound.headerBytes, maxHeaderListSize: Bound.headerBytes,
                                             maxHeaderFieldCount: Bound.headerCount))
-        let upgrade = HTTPServerBuilder.http1WebSocketUpgrade(
-            webSocketRouter: ws,
-            configuration: .init(http1: http, ws: .init(maxFrameSize: ConsoleClient.Limits().maxInbound, autoPing: .enabled(timePeriod: .seconds(30)),
-                                                        closeTimeout: .seconds(5), validateUTF8: true)))
-        var server = upgrade
-        if let cert = settings.tlsCert, let key = settings.tlsKey {
-            let chain = try NIOSSLCertificate.fromPEMFile(cert).map { NIOSSLCertificateSource.certificate($0) }
-            let tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
-            server = try .tls(upgrade, tlsConfiguration: tls)
+        let upgrade = HTTP1WebSocketUpgradeChannel.Configuration(
+            http1: http, ws: .init(maxFrameSize: ConsoleClient.Limits().maxInbound, autoPing: .enabled(timePeriod: .seconds(30)),
+                                   closeTimeout: .seconds(5), validateUTF8: true))
+        let tls: TLSConfiguration? = try settings.tlsCert.flatMap { cert in
+            try settings.tlsKey.map { key in
+                let chain = try NIOSSLCertificate.fromPEMFile(cert).map { NIOSSLCertificateSource.certificate($0) }
+                return TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
+            }
+        }
+        let wsResponder = ws.buildResponder()
+        let connections = self.connections
+        let server = HTTPServerBuilder { responder in
+            let guarded = GuardedChannel(base: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: wsResponder, configuration: upgrade),
+                                         connections: connections)
+            if let tls { return try TLSChannel(guarded, tlsConfiguration: tls) }
+            return guarded
         }
         var quiet = logger
         quiet.logLevel = .warning
@@ -270,6 +282,52 @@ public final class ConsoleService: Service, Sendable {
                 once.withLock { $0.take() }?.resume(returning: false)
             }
         }
+    }
+}
+
+/// Every connection of the console: closed together when it stops.
+final class Connections: Sendable {
+    let open = Locked<[ObjectIdentifier: any Channel]>([:])
+    func add(_ channel: any Channel) {
+        let id = ObjectIdentifier(channel)
+        open.withLock { $0[id] = channel }
+        channel.closeFuture.whenComplete { [open] _ in open.withLock { _ = $0.removeValue(forKey: id) } }
+    }
+    func closeAll() { for c in open.withLock({ Array($0.values) }) { c.close(promise: nil) } }
+}
+
+/// A connection as the console takes it: registered (so that stopping closes it), closed when nothing has
+/// been read from it for 60 s (a request head that never ends; an open page answers the pings every 30 s)
+/// and when its request cannot be parsed (a head over the bounds).
+struct GuardedChannel<Base: ServerChildChannel>: ServerChildChannel {
+    typealias Value = Base.Value
+    let base: Base
+    let connections: Connections
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        channel.eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.addHandlers([IdleStateHandler(readTimeout: .seconds(60)), CloseHandler()])
+            connections.add(channel)
+        }.flatMap {
+            base.setup(channel: channel, logger: logger)
+        }.flatMapThrowing { value in
+            try channel.pipeline.syncOperations.addHandler(CloseHandler())
+            return value
+        }
+    }
+
+    func handle(value: Value, logger: Logger) async { await base.handle(value: value, logger: logger) }
+}
+
+/// Closes its connection on a read timeout or a request that cannot be parsed.
+final class CloseHandler: ChannelInboundHandler, RemovableChannelHandler, Sendable {
+    typealias InboundIn = NIOAny
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent { context.close(promise: nil) } else { context.fireUserInboundEventTriggered(event) }
+    }
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if error is HTTPParserError { context.close(promise: nil) }
+        context.fireErrorCaught(error)
     }
 }
 

@@ -279,4 +279,63 @@ import SwitchyardWebTesting
         for s in secrets { #expect(!seen.contains(s), "a secret reached the page") }
         #expect(seen.contains("***"))
     }
+
+    /// `tls_cert` and `tls_key`: the console over https (a self-signed certificate made by openssl), and the
+    /// session cookie marked Secure.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") && FileManager.default.isExecutableFile(atPath: "/usr/bin/curl")))
+    func tlsServesHTTPS() async throws {
+        let broker = try await Broker.start()
+        defer { broker.stop() }
+        let dir = TestEnvironment.makeTempDir("tls")
+        let cert = dir.appendingPathComponent("cert.pem").path, key = dir.appendingPathComponent("key.pem").path
+        let gen = try ChildProcess(path: "/usr/bin/openssl", arguments: ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                                                                      "-days", "1", "-subj", "/CN=127.0.0.1"],
+                                   outputFile: dir.appendingPathComponent("openssl.log").path)
+        #expect(await gen.wait(timeout: 60) == 0)
+        let port = TestEnvironment.freePort()
+        let token = "tls-\(UUID().uuidString)"
+        let bridge = try ChildProcess(path: try #require(TestEnvironment.switchyardBinary()), arguments: ["run", "-c", {
+            let path = dir.appendingPathComponent("config.yaml").path
+            try? ConsoleProcess.config(brokerPort: broker.port, base: uniqueBase(),
+                                       web: "{listen: \"127.0.0.1:\(port)\", auth_token: \"\(token)\", tls_cert: \"\(cert)\", tls_key: \"\(key)\"}")
+                .write(toFile: path, atomically: true, encoding: .utf8)
+            return path
+        }()], outputFile: dir.appendingPathComponent("bridge.log").path)
+        defer { bridge.terminateAndReap() }
+        @Sendable func curl(_ args: [String]) async throws -> String {
+            let out = dir.appendingPathComponent("curl-\(UUID().uuidString.prefix(4)).log").path
+            let c = try ChildProcess(path: "/usr/bin/curl", arguments: ["-ksS", "--max-time", "5"] + args, outputFile: out)
+            _ = await c.wait(timeout: 20)
+            return (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+        }
+        try await waitUntil("https answers", timeout: 30) { (try? await curl(["https://127.0.0.1:\(port)/livez"])) == "alive\n" }
+        let login = try await curl(["-i", "--data-urlencode", "token=\(token)", "https://127.0.0.1:\(port)/login"])
+        #expect(login.contains("303") && login.contains("; Secure"), "\(login)")
+        // Plain http on the TLS port gets nothing.
+        #expect((try? HTTPProbe.request(port: port, "/livez", timeout: 3))?.status != 200)
+    }
+
+    /// A peer that never finishes its request head, or sends one over the bounds, cannot hold a connection
+    /// open for long, nor the bridge's shutdown up.
+    @Test func aStuckOrOversizeRequestHeadHoldsNothingUp() async throws {
+        let broker = try await Broker.start()
+        defer { broker.stop() }
+        let console = try await ConsoleProcess(brokerPort: broker.port)
+        // A head over 16 KiB: the connection is closed, with no answer.
+        let big = try HTTPProbe.connect(port: console.webPort, timeout: 10)
+        defer { close(big) }
+        try HTTPProbe.write(big, Array("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: \(String(repeating: "b", count: 20_000))\r\n\r\n".utf8))
+        let start = Date()
+        let answer = HTTPProbe.read(big)
+        #expect(!String(decoding: answer, as: UTF8.self).contains("200 OK"))
+        #expect(Date().timeIntervalSince(start) < 9, "the oversize head's connection stayed open")
+        // A head that never ends, then SIGTERM: the bridge still stops at once (closing it).
+        let stuck = try HTTPProbe.connect(port: console.webPort, timeout: 30)
+        defer { close(stuck) }
+        try HTTPProbe.write(stuck, Array("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Half".utf8))
+        try await Task.sleep(for: .milliseconds(200))
+        console.bridge.signal(SIGTERM)
+        let status = try await console.bridge.waitForExit(timeout: 15)
+        #expect(status == 0, "\(console.bridge.outputText)")
+    }
 }
