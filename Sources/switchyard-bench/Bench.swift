@@ -59,6 +59,8 @@ struct SwitchyardBench: AsyncParsableCommand {
     @Option(help: "Home Assistant entities mirrored during the memory scenario.") var haEntities = 5_000
     @Option(help: "Hostile payloads for the hostile scenario.") var hostilePayloads = 100_000
     @Option(help: "Broker restarts for the reconnect scenario.") var restarts = 20
+    @Flag(help: "Measure a switchyard binary from before the console (SWITCHYARD_BIN): no web: section, memory measured once.")
+    var preConsole = false
     @Option(help: "Minutes of the soak scenario (docs/testing.md \"The soak run\").") var minutes = 60.0
 
     /// `soak`: the demo's home under commands and a schedule of faults for `minutes`, invariants checked
@@ -233,6 +235,7 @@ struct SwitchyardBench: AsyncParsableCommand {
         return try await withTeardown {
             // The same run twice: the console off, then on with one page open all along (docs/console.md).
             let off = try await processFigures(port: port, startup: startup, ha: sim)
+            if preConsole { return off }
             let on = try await processFigures(port: port, startup: false, ha: sim, console: true)
             guard let hwmOff = off.first(where: { $0.name.hasPrefix("VmHWM") })?.value, let hwmOn = on.first(where: { $0.name.hasPrefix("VmHWM") })?.value
             else { return off + on }
@@ -248,7 +251,7 @@ struct SwitchyardBench: AsyncParsableCommand {
         defer { sub.close() }
         let start = Date()
         let web = TestEnvironment.freePort()
-        let bridge = try BridgeUnderFault.start(port: port, devices: devices, base: base, discovery: true,
+        let bridge = try BridgeUnderFault.start(port: port, devices: devices, base: base, discovery: true, preConsole: preConsole,
                                                 extraYAML: (ha.map { "ha: {url: \"\($0.url)\", token: bench}\n" } ?? "")
                                                     + (console ? "web: {listen: \"127.0.0.1:\(web)\"}\n" : ""))
         let child = bridge.child
