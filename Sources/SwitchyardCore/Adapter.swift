@@ -40,8 +40,18 @@ public protocol MirrorAdapter: Adapter {
 /// The outcome of an accepted command, still to come.
 public struct PendingCommand: Sendable {
     public let wait: @Sendable () async throws -> Void
-    public init(_ wait: @escaping @Sendable () async throws -> Void) { self.wait = wait }
-    public static let done = PendingCommand {}
+    /// Carried out already (`done`): the core does not wait on it.
+    let isDone: Bool
+    public init(_ wait: @escaping @Sendable () async throws -> Void) {
+        self.wait = wait
+        isDone = false
+    }
+    private init(done: Void) {
+        wait = {}
+        isDone = true
+    }
+    /// A command carried out by the time `accept` returned (what the default `accept` gives).
+    public static let done = PendingCommand(done: ())
 }
 
 extension Adapter {

@@ -306,7 +306,7 @@ public actor BridgeEngine {
                 await withDiscardingTaskGroup { outcomes in
                     for await q in h.work {
                         h.queued.bytes.subtract(q.size, ordering: .relaxed)
-                        if let outcome = await engine.execute(q.work, h) { outcomes.addTask { await outcome() } }
+                        if let outcome = await carryOut(q.work, h, engine: engine) { outcomes.addTask { await outcome() } }
                     }
                 }
                 h.drained.signal()
@@ -587,42 +587,49 @@ public actor BridgeEngine {
         for a in left.sorted(by: { $0.reply.ticket < $1.reply.ticket }) { answer(a.reply, error: message) }
     }
 
-    /// Carries out one piece of work in arrival order. A command's outcome is awaited off the queue
-    /// (the returned closure, run as a child of the adapter's task), so an adapter that merges requests
-    /// (LIFX) sees the next command while the previous one is still on the wire.
-    func execute(_ work: Work, _ h: Hosted) async -> (@Sendable () async -> Void)? {
+    /// Carries out one piece of work in arrival order, on the adapter's worker: it calls the adapter itself
+    /// (one hop, onto the adapter) and comes to the engine only with something to publish. A command's
+    /// outcome is awaited off the queue (the returned closure, run as a child of the worker), so an adapter
+    /// that merges requests (LIFX) sees the next command while the previous one is still on the wire.
+    nonisolated static func carryOut(_ work: Work, _ h: Hosted, engine: BridgeEngine) async -> (@Sendable () async -> Void)? {
         let adapter = h.adapter, context = h.context
         switch work {
         case .command(let cmd, let reply):
+            let pending: PendingCommand
             do {
-                let pending = try await adapter.accept(cmd, context: context)
-                return { [self] in
-                    do {
-                        try await pending.wait()
-                        await answer(reply, error: nil)
-                    } catch {
-                        await answer(reply, error: Self.message(of: error, adapter: adapter.id))
-                    }
-                }
+                pending = try await adapter.accept(cmd, context: context)
             } catch {
-                answer(reply, error: Self.message(of: error, adapter: adapter.id))
+                await engine.answer(reply, error: message(of: error, adapter: adapter.id))
+                return nil
+            }
+            // A command without a transaction that went well has nothing to publish: no hop to the engine.
+            if pending.isDone && reply.transaction == nil { return nil }
+            return {
+                var failure: String?
+                do { try await pending.wait() } catch { failure = message(of: error, adapter: adapter.id) }
+                if failure != nil || reply.transaction != nil { await engine.answer(reply, error: failure) }
             }
         case .mirror(let path, let payload, let topic):
+            guard let mirror = adapter as? any MirrorAdapter else { return nil }
             do {
-                guard let mirror = adapter as? any MirrorAdapter else { return nil }
                 try await mirror.command(path: path, payload: payload, context: context)
             } catch {
-                reportError(Self.message(of: error), topic: topic, transaction: nil, resultTopic: nil)
+                await engine.reportError(message(of: error), topic: topic, transaction: nil, resultTopic: nil)
             }
         case .refresh(let deviceID, let topic):
             do {
                 try await adapter.refresh(deviceID: deviceID, context: context)
-                if let slot = current(adapter.id, context.generation), let p = slot.registry.state(deviceID, force: true) { publish(p) }
+                await engine.republishState(of: deviceID, adapterID: adapter.id, generation: context.generation)
             } catch {
-                reportError(Self.message(of: error), topic: topic, transaction: nil, resultTopic: nil)
+                await engine.reportError(message(of: error), topic: topic, transaction: nil, resultTopic: nil)
             }
         }
         return nil
+    }
+
+    /// After a `/get`: the device's state published again, whether or not it changed.
+    func republishState(of deviceID: String, adapterID: String, generation: UInt64) {
+        if let slot = current(adapterID, generation), let p = slot.registry.state(deviceID, force: true) { publish(p) }
     }
 
     /// A command's error in words; one cut short because its adapter was stopping says so.
