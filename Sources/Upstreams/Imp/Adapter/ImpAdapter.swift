@@ -288,8 +288,7 @@ public actor ImpAdapter: Adapter {
         o["appcode"] = s.appcode.map(JSONValue.string) ?? .null
         o["agent"] = s.agent == true ? "online" : "offline"
         o["device_connected"] = s.connected.map(JSONValue.bool) ?? .null
-        await context?.update(name, o)
-        await context?.setAvailable(name, s.agent == true && s.connected == true)
+        await context?.report([DeviceReport(name, fields: o, available: s.agent == true && s.connected == true)])
     }
 
     // MARK: devices
