@@ -135,17 +135,22 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
 
-        // Test helpers shared by every test target: broker launcher, free port, MQTT probe, the in-process bridge.
         // Fuzz targets for every parser of outside bytes, and the libFuzzer / replay program (`make fuzz`).
         .target(name: "SwitchyardFuzz", dependencies: [
             "SwitchyardCore", "SwitchyardConfig", "SwitchyardCLI", "HomeAssistantMirror", "ImpAdapter", "LIFXAdapter", "NovaAdapter",
         ], swiftSettings: strict),
         .executableTarget(name: "switchyard-fuzz", dependencies: ["SwitchyardFuzz"], swiftSettings: strict),
+        // Test helpers shared by every test target: broker launcher, free port, MQTT probe, the in-process bridge,
+        // a scripted adapter.
         .target(name: "SwitchyardTestSupport", dependencies: [
             "SwitchyardCore", "SwitchyardMQTT", "CMosquitto",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Tests/SwitchyardTestSupport", swiftSettings: strict),
-        .testTarget(name: "SwitchyardCoreTests", dependencies: ["SwitchyardCore", "SwitchyardTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SwitchyardCoreTests", dependencies: [
+            "SwitchyardCore", "SwitchyardTestSupport",
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
+        .testTarget(name: "SwitchyardMQTTTests", dependencies: ["SwitchyardMQTT"], swiftSettings: strict),
         .testTarget(name: "SwitchyardConfigTests", dependencies: ["SwitchyardConfig", "SwitchyardCore", "SwitchyardCLI", "ImpAdapter",
                                                                   "LivecodingAdapter", "HomeAssistantMirror", "LIFXAdapter", "NovaAdapter",
                                                                   "VirtualAdapter"],
