@@ -2,7 +2,8 @@
 /// publishes and never parses an MQTT payload: it declares devices and capabilities, receives typed,
 /// already-validated commands, and reports state and availability through its `AdapterContext`.
 public protocol Adapter: Sendable {
-    /// The topic segment and config key: `lifx`, `nova`, `imp`, `virtual`.
+    /// The topic segment and config key: `lifx`, `nova`, `imp`, `virtual`. Written once, as the adapter
+    /// type's `static let id`, which its `Upstream.key` returns too.
     var id: String { get }
     /// Name prefixes the adapter uses as namespaces (`group/`), refused for device names.
     var reservedPrefixes: [String] { get }

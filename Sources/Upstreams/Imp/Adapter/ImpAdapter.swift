@@ -44,7 +44,8 @@ public struct ImpSettings: Sendable, Equatable {
 /// answered) and `device_connected` (what the agent reports) are kept apart; availability is online
 /// only when both are.
 public actor ImpAdapter: Adapter {
-    public nonisolated let id = "imp"
+    public static let id = "imp"
+    public nonisolated var id: String { Self.id }
 
     struct DeviceState {
         var profile: ImpProfile?

@@ -15,7 +15,8 @@ import SwitchyardHTTP
 /// `livestreams/onair/` (following `next`), matched on `user__slug` case-insensitively, completed by
 /// the channel's own resource when it is readable (403/404 there mean "no details", not an error).
 public actor LivecodingAdapter: Adapter {
-    public nonisolated let id = "livecoding"
+    public static let id = "livecoding"
+    public nonisolated var id: String { Self.id }
     static let authID = "auth"
 
     let settings: LivecodingSettings

@@ -43,7 +43,8 @@ public struct NovaAdapterSettings: Sendable, Equatable {
 /// LEDs (`warmKelvin`) and the cool ones (`coolKelvin`). Commands with brightness/color_temp set the
 /// channels back so that the stronger one carries the brightness.
 public actor NovaAdapter: Adapter {
-    public nonisolated let id = "nova"
+    public static let id = "nova"
+    public nonisolated var id: String { Self.id }
     public static let warmKelvin = 2700
     public static let coolKelvin = 6500
 

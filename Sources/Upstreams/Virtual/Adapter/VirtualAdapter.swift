@@ -23,7 +23,8 @@ public actor VirtualAdapter: Adapter {
         }
     }
 
-    public nonisolated let id = "virtual"
+    public static let id = "virtual"
+    public nonisolated var id: String { Self.id }
     let devices: [Device]
     let sensorInterval: Double
     var states: [String: [String: JSONValue]] = [:]
