@@ -212,7 +212,7 @@ public actor BridgeEngine {
         answerLeftovers(adapterID: nil, generation: nil, "the bridge stopped before the command was carried out")
         publishOffline()
         // An adapter keeps its context, which holds this engine: letting the adapters go breaks that cycle,
-        // so that the engine and everything it holds are freed once run has returned (LeakSanitizer found it).
+        // so that the engine and everything it holds are freed once run has returned (else LeakSanitizer reports it).
         entries.removeAll()
         adapterOrder.removeAll()
     }

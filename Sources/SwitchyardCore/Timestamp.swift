@@ -9,8 +9,8 @@ import Glibc
 
 /// RFC 3339 UTC timestamps with `Z`, the only timestamp format in payloads (design.md §2).
 public enum Timestamp {
-    /// Years 0001–9999 (a date outside, from a peer's nonsense timestamp, is clamped: found by the ha
-    /// fuzz target, where converting it to time_t trapped).
+    /// Years 0001–9999: a date outside, from a peer's nonsense timestamp, is clamped, because converting
+    /// it to time_t would trap (the ha fuzz target's corpus has such a timestamp).
     public static func rfc3339(_ date: Date) -> String {
         let secs = date.timeIntervalSince1970
         let t = time_t((secs.isNaN ? 0 : min(max(secs, -62_135_596_800), 253_402_300_799)).rounded(.down))
