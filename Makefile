@@ -10,7 +10,7 @@ MQTT_PORT    ?= 1883
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS  ?=
 
-.PHONY: run test build deps broker release bench soak symbol-order fuzz sanitize sanitize-address sanitize-thread install clean
+.PHONY: run test test-unit build deps broker release bench soak symbol-order fuzz sanitize sanitize-address sanitize-thread install clean
 
 ## Install the system packages that are missing (apt).
 deps:
@@ -45,6 +45,13 @@ test:
 	@$(MAKE) --no-print-directory $(LIFX_EMULATOR)
 	swift test $(SWIFT_FLAGS) --skip NovaVMTests
 	swift test $(SWIFT_FLAGS) --filter NovaVMTests
+
+## The unit tier: every test that needs no broker, emulator or VM (docs/testing.md "Two tiers"). The suites
+## that do are listed in Tests/integration-suites.txt; in this tier a test that starts a broker fails.
+INTEGRATION_SUITES := $(shell sed -e 's/\#.*//' Tests/integration-suites.txt)
+test-unit: deps
+	swift build --build-tests $(SWIFT_FLAGS)
+	SWITCHYARD_TEST_TIER=unit swift test --skip-build $(SWIFT_FLAGS) $(foreach s,$(INTEGRATION_SUITES),--skip '\.$(s)/')
 
 ## The binary to deploy: the Swift runtime and Foundation linked in, so it needs no Swift toolchain on the
 ## target and maps about 5 MB less. Built apart from the debug/test build: .build/static/release/switchyard.

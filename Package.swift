@@ -140,8 +140,9 @@ let package = Package(
             "SwitchyardCore", "SwitchyardConfig", "SwitchyardCLI", "HomeAssistantMirror", "ImpAdapter", "LIFXAdapter", "NovaAdapter",
         ], swiftSettings: strict),
         .executableTarget(name: "switchyard-fuzz", dependencies: ["SwitchyardFuzz"], swiftSettings: strict),
-        // Test helpers shared by every test target: broker launcher, free port, MQTT probe, the in-process bridge,
-        // a scripted adapter.
+        // Test helpers shared by every test target: broker launcher, free port, MQTT probe, the bridge in-process
+        // over a broker or over the in-memory transport, a scripted adapter.
+        // Which test runs in which tier (`make test-unit`, `make test`): docs/testing.md "Two tiers".
         .target(name: "SwitchyardTestSupport", dependencies: [
             "SwitchyardCore", "SwitchyardMQTT", "CMosquitto",
             .product(name: "Logging", package: "swift-log"),
@@ -169,6 +170,7 @@ let package = Package(
         .testTarget(name: "LivecodingTests", dependencies: [
             "LivecodingAdapter", "LivecodingSimulators", "SwitchyardConfig", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardHTTP",
         ], swiftSettings: strict),
+        .testTarget(name: "VirtualTests", dependencies: ["VirtualAdapter", "SwitchyardTestSupport", "SwitchyardCore"], swiftSettings: strict),
         .testTarget(name: "LIFXTests", dependencies: [
             "LIFXAdapter", "LIFXSimulators", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardMQTT",
             .product(name: "Logging", package: "swift-log"),
