@@ -77,7 +77,7 @@ symbol-order: release
 	swift build -c release $(RELEASE_FLAGS) --product switchyard-sim --scratch-path .build/static
 	scripts/symbol-order.sh
 
-## The benchmarks (README "Benchmarks"), run against the binary `make release` builds. BENCH_ARGS, e.g.
+## The benchmarks (docs/performance.md), run against the binary `make release` builds. BENCH_ARGS, e.g.
 ## BENCH_ARGS="--scenario memory --json".
 bench: release
 	swift build -c release --product switchyard-bench
@@ -114,7 +114,7 @@ install:
 	chmod 0644 $(DESTDIR)$(UNITDIR)/switchyard.service
 
 ## Every fuzz target under libFuzzer + AddressSanitizer, FUZZ_SECONDS each (default 60); crashes are
-## kept in .build/fuzz-crashes/ (README "Fuzzing"). E.g. `make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS="ha json"`.
+## kept in .build/fuzz-crashes/ (docs/testing.md "Fuzzing"). E.g. `make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS="ha json"`.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 fuzz: deps

@@ -203,6 +203,19 @@ extension SwitchyardConfig {
         }
     }
 
+    /// The README's examples are valid config, read by the bridge's own registration list.
+    @Test func theREADMEsConfigExamplesAreValid() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let blocks = readme.components(separatedBy: "```yaml\n").dropFirst().map { $0.components(separatedBy: "\n```")[0] }
+        #expect(blocks.count >= 5)
+        let env = ["LIFX_TOKEN": "x", "IMP_HALL_CLOCK": "abcdefABCDEF", "HA_TOKEN": "t"]
+        for yaml in blocks {
+            let c = try SwitchyardConfig.parse(yaml: yaml, file: "README.md", environment: env)
+            #expect(c.upstreams.count == 1, "\(yaml)")
+        }
+    }
+
     /// The effective config on bridge/info is derived from the reading: nothing is written by hand, so a
     /// key that holds a secret must show as `***` (or null) however it was read. The whole example, every
     /// upstream at once, with a value for every secret.
