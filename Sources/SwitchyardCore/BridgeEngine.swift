@@ -17,7 +17,8 @@ import Synchronization
 /// feeds it commands); so do bridge requests, the health timer and the re-announcement after a Home
 /// Assistant restart. Nothing outlives `run`: when it returns, every adapter's `run` has returned.
 /// The pure parts are apart: `InboundRouter` (what a message asks for), `DeviceRegistry` (an adapter's
-/// devices and what changes publish), `BridgeAPI.swift` (the requests).
+/// devices and what changes publish), `BridgeAPI.swift` (the requests). docs/architecture.md draws one
+/// command's path through it, hop by hop, with the reason for each hop.
 public actor BridgeEngine {
     /// What the engine hands an adapter through its queue: a command, a mirror command, a `/get`.
     enum AdapterWork: Sendable {
