@@ -272,7 +272,7 @@ extension BridgeEngine {
             adapters[id] = .object(entry)
         }
         let health = BridgeAPI.health(uptime: uptime, rss: ProcessStats.residentBytes(), transport: transport.stats(), adapters: adapters,
-                                      limits: Bounds.snapshot)
+                                      limits: bounds.snapshot)
         transport.publish(scheme.bridge("health"), json: health, qos: 1, retain: true)
     }
 

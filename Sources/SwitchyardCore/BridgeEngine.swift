@@ -130,6 +130,8 @@ public actor BridgeEngine {
     let discovery: DiscoveryBuilder
     let router: InboundRouter
     let startedAt = Date()
+    /// The bounds hit by this bridge's work (its `run` binds it as the task's `Bounds.counter`).
+    public nonisolated let bounds = BoundsCounter()
     let startedAtMonotonic: MonotonicInstant
     var entries: [String: AdapterEntry] = [:]
     var adapterOrder: [String] = []
@@ -193,6 +195,10 @@ public actor BridgeEngine {
     /// returns, every adapter has stopped and every device's availability (and each mirror's) is `offline`.
     /// The transport publishes `bridge/state offline` after this, as the last message.
     public func run(adapters: [any Adapter]) async {
+        await Bounds.$counter.withValue(bounds) { await serve(adapters: adapters) }
+    }
+
+    func serve(adapters: [any Adapter]) async {
         updateSubscriptions(force: true)
         publishInfo()
         publishDeviceList()

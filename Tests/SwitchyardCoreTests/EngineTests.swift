@@ -198,6 +198,20 @@ actor GatedAdapter: Adapter {
         }
     }
 
+    /// A bound hit by one bridge's work is counted in that bridge's health, not in another's in the same
+    /// process (the tests run many engines in one process).
+    @Test func boundsAreCountedPerBridge() async throws {
+        try await withEngine { e, t, _ in
+            try await withEngine { other, _, _ in
+                let long = String(repeating: "x", count: 300)
+                t.inject(.message(InboundMessage(topic: "b/test/lamp/set", payload: Array(#"{"state": "ON", "transaction": "\#(long)"}"#.utf8))))
+                try await waitUntil("the refusal") { t.published.contains { $0.topic == "b/bridge/log" && $0.payload.contains("transaction") } }
+                #expect(e.bounds.snapshot["transaction"] == 1)
+                #expect(other.bounds.snapshot.isEmpty)
+            }
+        }
+    }
+
     /// When `run` returns, every adapter has stopped and every device is offline, in that order.
     @Test func runEndsWithTheAdaptersStoppedAndEveryDeviceOffline() async throws {
         let t = InMemoryTransport()

@@ -111,6 +111,21 @@ public actor ImpAdapter: Adapter {
         }
     }
 
+    /// A reload's new instance keeps what the old one learnt of each device it still has under the same
+    /// agent and app settings: the detected app (without it the device would be listed with no
+    /// capabilities until its agent answers again, and the core would refuse a command's fields as
+    /// unknown meanwhile), the last reading and whether the agent and the device answered.
+    public func inherit(from previous: any Adapter) async {
+        guard let old = previous as? ImpAdapter, old.settings.apps == settings.apps, old.settings.profiles == settings.profiles else { return }
+        let known = await old.states
+        for d in settings.devices where old.settings.devices.contains(d) {
+            guard var s = known[d.name] else { continue }
+            s.backoff = 0
+            s.networkFailures = 0
+            states[d.name] = s
+        }
+    }
+
     public func perform(_ command: DeviceCommand, context: AdapterContext) async throws {
         guard let d = settings.devices.first(where: { $0.name == command.deviceID }), let s = states[d.name] else {
             throw AdapterError("imp device '\(command.deviceID)' is not configured")
