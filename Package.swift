@@ -8,8 +8,9 @@ let strict: [SwiftSetting] = [
 
 /// One upstream = one folder, `Sources/Upstreams/<Folder>`: its adapter target in `Adapter/` (which also
 /// registers it: config section, secrets, restart rule, the adapter itself) and, when it has one, the
-/// loopback simulator that plays it in tests and the demo in `Simulators/`. Nothing outside the folder
-/// depends on the adapter but the registration list (SwitchyardCLI), the demo and the tests.
+/// loopback simulator that plays it in tests and the demo in `Simulators/`. Outside the folder only the
+/// registration list (SwitchyardCLI), the demo and its executable, the fuzz targets, the soak run and the
+/// tests depend on the adapter (docs/architecture.md "Adding an upstream"; ArchitecturePageTests checks it).
 func upstream(_ folder: String, adapter: String, simulators: String? = nil,
               dependencies: [Target.Dependency] = [], simulatorDependencies: [Target.Dependency] = []) -> [Target] {
     var targets: [Target] = [
