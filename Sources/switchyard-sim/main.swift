@@ -39,7 +39,7 @@ struct Demo: AsyncParsableCommand {
         // the strongest is auto-connected; the ATT conversation and acks are the real protocol.
         let nova = SimulatedNovaRadio(flashes: SimulatedHome.novaFlashes, ackDelay: SimulatedHome.novaAckDelay)
         let yaml = home.yaml(host: host, port: port, base: baseTopic, stateDir: stateDir)
-        let list = upstreams.map { $0.key == "nova" ? NovaUpstream(radio: nova) : $0 }
+        let list = upstreams.map { $0.key == NovaAdapter.id ? NovaUpstream(radio: nova) : $0 }
         let c: SwitchyardConfig
         do {
             c = try SwitchyardConfig.parse(yaml: yaml, file: "(demo)", upstreams: list)
@@ -122,7 +122,7 @@ struct SimulatedNovaBridge: AsyncParsableCommand {
 
     func run() async throws {
         let nova = SimulatedNovaRadio(flashes: SimulatedHome.novaFlashes, ackDelay: SimulatedHome.novaAckDelay)
-        let list = upstreams.map { $0.key == "nova" ? NovaUpstream(radio: nova) : $0 }
+        let list = upstreams.map { $0.key == NovaAdapter.id ? NovaUpstream(radio: nova) : $0 }
         let c = loadOrExit(config, upstreams: list)
         let logger = try log.bootstrap(config: c)
         try await BridgeRuntime.run(config: c, configPath: config, upstreams: list, logger: logger)
