@@ -13,7 +13,7 @@ MQTT_PORT    ?= 1883
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS  ?=
 
-.PHONY: run test build deps broker release bench soak symbol-order fuzz sanitize sanitize-address sanitize-thread install clean
+.PHONY: run test test-unit build deps broker release bench soak symbol-order fuzz sanitize sanitize-address sanitize-thread install clean
 
 ## Install the system packages that are missing (apt).
 deps:
@@ -49,6 +49,13 @@ test:
 	swift test $(SWIFT_FLAGS) --skip NovaVMTests
 	swift test $(SWIFT_FLAGS) --filter NovaVMTests
 
+## The unit tier: every test that needs no broker, emulator or VM (docs/testing.md "Two tiers"). The suites
+## that do are listed in Tests/integration-suites.txt; in this tier a test that starts a broker fails.
+INTEGRATION_SUITES := $(shell sed -e 's/\#.*//' Tests/integration-suites.txt)
+test-unit: deps
+	swift build --build-tests $(SWIFT_FLAGS)
+	SWITCHYARD_TEST_TIER=unit swift test --skip-build $(SWIFT_FLAGS) $(foreach s,$(INTEGRATION_SUITES),--skip '\.$(s)/')
+
 ## The binary to deploy: the Swift runtime and Foundation linked in, so it needs no Swift toolchain on the
 ## target and maps about 5 MB less. Built apart from the debug/test build: .build/static/release/switchyard.
 ## Linked by the toolchain's lld with packed relative relocations (the position-independent binary's
@@ -73,7 +80,7 @@ symbol-order: release
 	swift build -c release $(RELEASE_FLAGS) --product switchyard-sim --scratch-path .build/static
 	scripts/symbol-order.sh
 
-## The benchmarks (README "Benchmarks"), run against the binary `make release` builds. BENCH_ARGS, e.g.
+## The benchmarks (docs/performance.md), run against the binary `make release` builds. BENCH_ARGS, e.g.
 ## BENCH_ARGS="--scenario memory --json".
 bench: release
 	swift build -c release --product switchyard-bench
@@ -113,7 +120,7 @@ install:
 	chmod 0644 $(DESTDIR)$(UNITDIR)/switchyard.service
 
 ## Every fuzz target under libFuzzer + AddressSanitizer, FUZZ_SECONDS each (default 60); crashes are
-## kept in .build/fuzz-crashes/ (README "Fuzzing"). E.g. `make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS="ha json"`.
+## kept in .build/fuzz-crashes/ (docs/testing.md "Fuzzing"). E.g. `make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS="ha json"`.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 fuzz: deps

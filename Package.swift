@@ -8,8 +8,9 @@ let strict: [SwiftSetting] = [
 
 /// One upstream = one folder, `Sources/Upstreams/<Folder>`: its adapter target in `Adapter/` (which also
 /// registers it: config section, secrets, restart rule, the adapter itself) and, when it has one, the
-/// loopback simulator that plays it in tests and the demo in `Simulators/`. Nothing outside the folder
-/// depends on the adapter but the registration list (SwitchyardCLI), the demo and the tests.
+/// loopback simulator that plays it in tests and the demo in `Simulators/`. Outside the folder only the
+/// registration list (SwitchyardCLI), the demo and its executable, the fuzz targets, the soak run and the
+/// tests depend on the adapter (docs/architecture.md "Adding an upstream"; ArchitecturePageTests checks it).
 func upstream(_ folder: String, adapter: String, simulators: String? = nil,
               dependencies: [Target.Dependency] = [], simulatorDependencies: [Target.Dependency] = []) -> [Target] {
     var targets: [Target] = [
@@ -159,12 +160,14 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
 
-        // Test helpers shared by every test target: broker launcher, free port, MQTT probe, the in-process bridge.
         // Fuzz targets for every parser of outside bytes, and the libFuzzer / replay program (`make fuzz`).
         .target(name: "SwitchyardFuzz", dependencies: [
             "SwitchyardCore", "SwitchyardConfig", "SwitchyardCLI", "HomeAssistantMirror", "ImpAdapter", "LIFXAdapter", "NovaAdapter",
         ], swiftSettings: strict),
         .executableTarget(name: "switchyard-fuzz", dependencies: ["SwitchyardFuzz"], swiftSettings: strict),
+        // Test helpers shared by every test target: broker launcher, free port, MQTT probe, the bridge in-process
+        // over a broker or over the in-memory transport, a scripted adapter.
+        // Which test runs in which tier (`make test-unit`, `make test`): docs/testing.md "Two tiers".
         .target(name: "SwitchyardTestSupport", dependencies: [
             "SwitchyardCore", "SwitchyardMQTT", "CMosquitto",
             .product(name: "Logging", package: "swift-log"),
@@ -179,7 +182,11 @@ let package = Package(
         .testTarget(name: "SwitchyardWebTests", dependencies: [
             "SwitchyardWeb", "SwitchyardWebTesting", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardConfig", "SwitchyardCLI",
         ], swiftSettings: strict),
-        .testTarget(name: "SwitchyardCoreTests", dependencies: ["SwitchyardCore", "SwitchyardTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SwitchyardCoreTests", dependencies: [
+            "SwitchyardCore", "SwitchyardTestSupport",
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
+        .testTarget(name: "SwitchyardMQTTTests", dependencies: ["SwitchyardMQTT"], swiftSettings: strict),
         .testTarget(name: "SwitchyardConfigTests", dependencies: ["SwitchyardConfig", "SwitchyardCore", "SwitchyardCLI", "ImpAdapter",
                                                                   "LivecodingAdapter", "HomeAssistantMirror", "LIFXAdapter", "NovaAdapter",
                                                                   "VirtualAdapter"],
@@ -198,6 +205,7 @@ let package = Package(
         .testTarget(name: "LivecodingTests", dependencies: [
             "LivecodingAdapter", "LivecodingSimulators", "SwitchyardConfig", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardHTTP",
         ], swiftSettings: strict),
+        .testTarget(name: "VirtualTests", dependencies: ["VirtualAdapter", "SwitchyardTestSupport", "SwitchyardCore"], swiftSettings: strict),
         .testTarget(name: "LIFXTests", dependencies: [
             "LIFXAdapter", "LIFXSimulators", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardMQTT",
             .product(name: "Logging", package: "swift-log"),

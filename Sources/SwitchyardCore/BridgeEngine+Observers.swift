@@ -96,8 +96,8 @@ extension BridgeEngine {
 
     /// What the console reads on each `/metrics`, `/readyz` and page connection.
     public func snapshot() -> EngineSnapshot {
-        let adapters = slotOrder.compactMap { id in
-            slots[id].map { s in
+        let adapters = adapterOrder.compactMap { id in
+            entries[id].map { s in
                 AdapterSnapshot(id: id, status: s.status, mirror: s.adapter is any MirrorAdapter, devices: s.registry.devices.count,
                                 requests: s.requests, errors: s.errors, lastError: s.lastError, queuedBytes: s.hosted.queued.bytes.load(ordering: .relaxed))
             }

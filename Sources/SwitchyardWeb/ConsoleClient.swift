@@ -165,7 +165,7 @@ final class ConsoleClient: Sendable {
         return [
             "t": "status", "ready": .bool(reasons.isEmpty), "reasons": .array(reasons.map(JSONValue.string)),
             "uptime": .number(e.uptime), "rss_bytes": ProcessStats.residentBytes().map { JSONValue($0) } ?? .null,
-            "limits": .object(Bounds.snapshot.mapValues { JSONValue($0) }), "adapters": .object(adapters),
+            "limits": .object(engine.bounds.snapshot.mapValues { JSONValue($0) }), "adapters": .object(adapters),
             "mqtt": ["connected": .bool(s.connected), "published": JSONValue(s.published), "received": JSONValue(s.received),
                      "outbox": JSONValue(s.outbox), "outbox_event_bytes": JSONValue(s.outboxEventBytes), "dropped": JSONValue(s.dropped),
                      "connects": JSONValue(s.connects), "inbound_pauses": JSONValue(s.inboundPauses), "oversize": JSONValue(s.oversize)],
@@ -185,7 +185,7 @@ final class ConsoleClient: Sendable {
             let since = state.withLock { $0.writingSince }
             if let since, ContinuousClock.now - since > .seconds(limits.stallTimeout) {
                 feed.metrics.clientCut("slow")
-                Bounds.hit("web_slow_client")
+                engine.bounds.hit("web_slow_client")
                 channel.close(promise: nil)
                 throw CancellationError()
             }

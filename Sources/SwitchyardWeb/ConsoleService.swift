@@ -168,7 +168,7 @@ public final class ConsoleService: Service, Sendable {
         router.get("/metrics") { request, _ -> Response in
             guard authorised(request) else { return Page.text(.unauthorized, "Authorization: Bearer <web.auth_token> required") }
             let snapshot = await engine.snapshot()
-            feed.metrics.update(engine: snapshot, transport: stats(), bounds: Bounds.snapshot, rss: ProcessStats.residentBytes(),
+            feed.metrics.update(engine: snapshot, transport: stats(), bounds: engine.bounds.snapshot, rss: ProcessStats.residentBytes(),
                                 clients: self.openPages, retained: feed.retainedCount)
             var r = Response(status: .ok, body: .init(byteBuffer: ByteBuffer(bytes: feed.metrics.exposition())))
             r.headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
@@ -191,7 +191,7 @@ public final class ConsoleService: Service, Sendable {
         } onUpgrade: { inbound, outbound, context in
             guard let id = self.admit(max: settings.maxClients) else {
                 try await outbound.close(.unknown(1013), reason: "the console has \(settings.maxClients) pages open already (web.max_clients)")
-                Bounds.hit("web_clients")
+                engine.bounds.hit("web_clients")
                 return
             }
             defer { self.clients.withLock { $0.open -= 1 } }

@@ -39,7 +39,7 @@ struct BridgeUnderFault {
     }
 }
 
-/// A reproducible stream of hostile payloads (SplitMix64), the mix of issue 18: random bytes, deep
+/// A reproducible stream of hostile payloads (SplitMix64), a mix of what a peer can send: random bytes, deep
 /// nesting, huge numbers, invalid UTF-8, 100 kB transactions, payloads just under and over max_payload.
 struct HostileMix {
     var seed: UInt64

@@ -42,7 +42,7 @@ struct Demo: AsyncParsableCommand {
         var tuning = SimulatedHome.Tuning()
         tuning.web = web == "off" ? "{enabled: false}" : "{listen: \"\(web)\"}"
         let yaml = home.yaml(host: host, port: port, base: baseTopic, stateDir: stateDir, tuning: tuning)
-        let list = upstreams.map { $0.key == "nova" ? NovaUpstream(radio: nova) : $0 }
+        let list = upstreams.map { $0.key == NovaAdapter.id ? NovaUpstream(radio: nova) : $0 }
         let c: SwitchyardConfig
         do {
             c = try SwitchyardConfig.parse(yaml: yaml, file: "(demo)", upstreams: list)
@@ -127,7 +127,7 @@ struct SimulatedNovaBridge: AsyncParsableCommand {
 
     func run() async throws {
         let nova = SimulatedNovaRadio(flashes: SimulatedHome.novaFlashes, ackDelay: SimulatedHome.novaAckDelay)
-        let list = upstreams.map { $0.key == "nova" ? NovaUpstream(radio: nova) : $0 }
+        let list = upstreams.map { $0.key == NovaAdapter.id ? NovaUpstream(radio: nova) : $0 }
         let c = loadOrExit(config, upstreams: list)
         let logger = try log.bootstrap(config: c)
         try await BridgeRuntime.run(config: c, configPath: config, upstreams: list, logger: logger)
