@@ -71,15 +71,15 @@ extension SwitchyardBench {
         toPage.sort()
         toMQTT.sort()
         func pct(_ a: [Double], _ p: Double) -> Double { a[min(a.count - 1, Int(Double(a.count) * p))] }
-        let what = "\(devices) lights, \(churned) other commands meanwhile"
+        // A page that fell behind (sent everything again) or was cut off would make the figures meaningless: said.
+        let trouble = (metrics["switchyard_web_resyncs_total"] ?? 0) + (metrics[#"switchyard_web_clients_cut_total{reason="slow"}"#] ?? 0)
+        let what = "\(devices) lights, \(churned) other commands meanwhile" + (trouble > 0 ? "; \(Int(trouble)) page resyncs or cuts!" : "")
         return [
             Figure(scenario: "console", name: "/set → state in an open page p50 (\(what))", value: pct(toPage, 0.5), unit: "ms"),
             Figure(scenario: "console", name: "/set → state in an open page p99", value: pct(toPage, 0.99), unit: "ms"),
             Figure(scenario: "console", name: "/set → state in an open page max", value: toPage.last ?? 0, unit: "ms"),
             Figure(scenario: "console", name: "/set → state at a MQTT subscriber p50 (same run)", value: pct(toMQTT, 0.5), unit: "ms"),
             Figure(scenario: "console", name: "/set → state at a MQTT subscriber p99 (same run)", value: pct(toMQTT, 0.99), unit: "ms"),
-            Figure(scenario: "console", name: "page resyncs / cut off during the run", value: (metrics["switchyard_web_resyncs_total"] ?? 0)
-                + (metrics[#"switchyard_web_clients_cut_total{reason="slow"}"#] ?? 0), unit: ""),
         ]
     }
 }
