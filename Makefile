@@ -2,9 +2,12 @@
 APT_PACKAGES := mosquitto mosquitto-clients libmosquitto-dev libcurl4-openssl-dev libbluetooth-dev libyaml-dev pkg-config
 # What `make test` adds: the Nova end-to-end test boots a QEMU VM with a real kernel Bluetooth stack
 # and BlueZ's btvirt virtual controllers (scripts/blevm).
-TEST_PACKAGES := qemu-system-x86 busybox-static bluez bluez-test-tools python3-venv
+TEST_PACKAGES := qemu-system-x86 busybox-static bluez bluez-test-tools python3-venv chromium chromium-driver
 # The LIFX LAN tests' peer: lifx-emulator from PyPI, in a venv under .build (never committed).
 LIFX_EMULATOR := .build/lifx-venv/bin/lifx-emulator
+# The console's browser test (Tests/browser): selenium (driving Debian's chromium) and prometheus_client (a
+# real parser of /metrics) from PyPI, in a venv under .build. selenium 4.52 and later need a newer certifi.
+WEB_VENV := .build/web-venv/bin/python
 MQTT_HOST    ?= 127.0.0.1
 MQTT_PORT    ?= 1883
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -42,7 +45,7 @@ run: build broker
 ## The Nova VM test runs on its own afterwards: its emulated CPUs would slow the others down.
 test:
 	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(TEST_PACKAGES)"
-	@$(MAKE) --no-print-directory $(LIFX_EMULATOR)
+	@$(MAKE) --no-print-directory $(LIFX_EMULATOR) $(WEB_VENV)
 	swift test $(SWIFT_FLAGS) --skip NovaVMTests
 	swift test $(SWIFT_FLAGS) --filter NovaVMTests
 
@@ -95,6 +98,9 @@ soak: deps
 $(LIFX_EMULATOR):
 	python3 -m venv .build/lifx-venv && .build/lifx-venv/bin/pip install -q lifx-emulator==4.11.0
 
+$(WEB_VENV):
+	python3 -m venv .build/web-venv && .build/web-venv/bin/pip install -q "selenium==4.51.0" "prometheus_client==0.26.0"
+
 ## Installs the bridge: the binary of `make release` (or BIN=path), the systemd unit (its ExecStart pointing
 ## at $(PREFIX)/bin), the example config as /etc/switchyard/config.yaml unless one exists (and always as
 ## $(PREFIX)/share/switchyard/config.example.yaml), the credentials and state directories. DESTDIR is honoured.
@@ -125,14 +131,14 @@ fuzz: deps
 ## build directory so that the debug build stays as it is. CI runs it after `make test` (docs/testing.md).
 sanitize-address:
 	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(TEST_PACKAGES)"
-	@$(MAKE) --no-print-directory $(LIFX_EMULATOR)
+	@$(MAKE) --no-print-directory $(LIFX_EMULATOR) $(WEB_VENV)
 	SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/sanitizers/lsan.supp \
 	  swift test --sanitize=address --scratch-path .build/asan --skip NovaVMTests
 
 ## The same under ThreadSanitizer, which must report nothing (the first report stops the run).
 sanitize-thread:
 	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(TEST_PACKAGES)"
-	@$(MAKE) --no-print-directory $(LIFX_EMULATOR)
+	@$(MAKE) --no-print-directory $(LIFX_EMULATOR) $(WEB_VENV)
 	SWIFT_BACKTRACE=enable=no TSAN_OPTIONS=halt_on_error=1 swift test --sanitize=thread --scratch-path .build/tsan --skip NovaVMTests
 
 sanitize: sanitize-address sanitize-thread

@@ -40,6 +40,14 @@ let package = Package(
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
         .package(url: "https://github.com/hummingbird-project/swift-websocket", from: "1.6.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        // The operator console (docs/console.md). Hummingbird without its default traits: no swift-configuration
+        // and no full Foundation (FoundationEssentials only, like the rest of the daemon).
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // C libraries: module maps and tiny shims (CCurl also loads libcurl on first use).
@@ -90,9 +98,24 @@ let package = Package(
                simulatorDependencies: ["NovaAdapter", "CBluetooth"])
     + upstream("Virtual", adapter: "VirtualAdapter")
     + [
+        // The operator console: the page, /metrics, /livez and /readyz over Hummingbird, as one Service.
+        .target(name: "SwitchyardWeb", dependencies: [
+            "SwitchyardCore", "SwitchyardConfig",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdCore", package: "hummingbird"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
+            .product(name: "HummingbirdTLS", package: "hummingbird"),
+            .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "CoreMetrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ], resources: [.embedInCode("Page/index.html"), .embedInCode("Page/console.css"), .embedInCode("Page/console.js")], swiftSettings: strict),
         // Wiring: config -> transport + engine + adapters as Services under one ServiceGroup. Knows no adapter.
         .target(name: "SwitchyardRuntime", dependencies: [
-            "CMalloc", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig",
+            "CMalloc", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardWeb",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strict),
@@ -124,14 +147,15 @@ let package = Package(
         // The soak run: the demo's home for minutes or hours under commands, reloads, broker restarts and
         // upstream outages, with a checker holding the invariants (docs/testing.md).
         .target(name: "SwitchyardSoak", dependencies: [
-            "SwitchyardDemo", "SwitchyardTestSupport", "SwitchyardCore", "LivecodingAdapter", "LIFXSimulators",
+            "SwitchyardDemo", "SwitchyardTestSupport", "SwitchyardCore", "LivecodingAdapter", "LIFXSimulators", "SwitchyardWebTesting",
+            .product(name: "HTTPTypes", package: "swift-http-types"),
         ], path: "Tests/SwitchyardSoak", swiftSettings: strict),
 
         // Benchmarks: figures as ratios to raw libmosquitto measured in the same run (`swift run -c release switchyard-bench`).
         // Adapters are built from YAML through the registration list, like the daemon builds them.
         .executableTarget(name: "switchyard-bench", dependencies: [
             "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardCLI", "SwitchyardTestSupport", "CMosquitto",
-            "LIFXSimulators", "HomeAssistantSimulators", "SwitchyardSoak",
+            "LIFXSimulators", "HomeAssistantSimulators", "SwitchyardSoak", "SwitchyardWebTesting",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
@@ -148,6 +172,16 @@ let package = Package(
             "SwitchyardCore", "SwitchyardMQTT", "CMosquitto",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Tests/SwitchyardTestSupport", swiftSettings: strict),
+        // What the console's tests, the bench and the soak use to talk to it: a page's WebSocket, plain HTTP, the bridge process.
+        .target(name: "SwitchyardWebTesting", dependencies: [
+            "SwitchyardCore", "SwitchyardTestSupport",
+            .product(name: "WSClient", package: "swift-websocket"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
+            .product(name: "Logging", package: "swift-log"),
+        ], path: "Tests/SwitchyardWebTesting", swiftSettings: strict),
+        .testTarget(name: "SwitchyardWebTests", dependencies: [
+            "SwitchyardWeb", "SwitchyardWebTesting", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardConfig", "SwitchyardCLI",
+        ], swiftSettings: strict),
         .testTarget(name: "SwitchyardCoreTests", dependencies: [
             "SwitchyardCore", "SwitchyardTestSupport",
             .product(name: "Logging", package: "swift-log"),

@@ -159,6 +159,7 @@ public actor BridgeEngine {
     var replacingAdapters = false
     var replacementQueue: [CheckedContinuation<Void, Never>] = []
     var nextTicket: UInt64 = 0
+    let observers = EngineObservers()
     let childJobs: AsyncStream<ChildJob>
     let childJobQueue: AsyncStream<ChildJob>.Continuation
 
@@ -459,16 +460,19 @@ public actor BridgeEngine {
             if let entry = entries[adapter] { enqueue(entry, .mirror(path: path, payload: m.payload, topic: topic)) }
         case .command(let adapter, let command, let topic, let transaction, let resultTopic):
             nextTicket += 1
+            observers.commandRouted(nextTicket, adapter: adapter, at: clock.now())
             let reply = Reply(ticket: nextTicket, topic: topic, transaction: transaction, resultTopic: resultTopic)
             if let entry = entries[adapter] { enqueue(entry, .command(command, reply)) }
         case .refresh(let adapter, let deviceID, let topic):
             if let entry = entries[adapter] { enqueue(entry, .refresh(deviceID: deviceID, topic: topic)) }
         case .reject(let message, let topic, let transaction, let resultTopic):
+            observers.commandRefused(topic)
             reportError(message, topic: topic, transaction: transaction, resultTopic: resultTopic)
         case .unknownDevice(let adapter, let message, let topic, let transaction, let resultTopic):
             if let entry = entries[adapter], !entry.settled {
                 hold(m, for: entry, message, transaction: transaction, resultTopic: resultTopic)
             } else {
+                observers.commandRefused(topic)
                 reportError(message, topic: topic, transaction: transaction, resultTopic: resultTopic)
             }
         }
@@ -522,7 +526,9 @@ public actor BridgeEngine {
     /// Work that will not be carried out: its error, on the result topic when the command asked for one.
     func refuse(_ work: AdapterWork, _ message: String) {
         switch work {
-        case .command(_, let r): reportError(message, topic: r.topic, transaction: r.transaction, resultTopic: r.resultTopic)
+        case .command(_, let r):
+            observers.commandFinished(r.ticket, ok: false, at: clock.now())
+            reportError(message, topic: r.topic, transaction: r.transaction, resultTopic: r.resultTopic)
         case .mirror(_, _, let topic), .refresh(_, let topic): reportError(message, topic: topic, transaction: nil, resultTopic: nil)
         }
     }
@@ -536,6 +542,7 @@ public actor BridgeEngine {
     /// The one result of a command: `ok`, or its error (also on bridge/log). A command answered already
     /// (by `answerLeftovers`, when its adapter stopped) only logs.
     func answer(_ r: Reply, error: String?) {
+        observers.commandFinished(r.ticket, ok: error == nil, at: clock.now())
         let first = r.transaction != nil && awaiting.removeValue(forKey: r.ticket) != nil
         if let error {
             reportError(error, topic: r.topic, transaction: first ? r.transaction : nil, resultTopic: r.resultTopic)
