@@ -9,17 +9,17 @@ import Logging
 extension BridgeEngine {
     // MARK: from adapters (each call names the adapter instance it comes from: a stopped one is ignored)
 
-    /// The slot of this adapter instance, while it is the running one and the engine is not stopping.
-    func current(_ adapterID: String, _ generation: UInt64) -> Slot? {
-        guard let slot = slots[adapterID], slot.generation == generation, !slot.stopping, !stopped else { return nil }
-        return slot
+    /// The entry of this adapter instance, while it is the running one and the engine is not stopping.
+    func current(_ adapterID: String, _ generation: UInt64) -> AdapterEntry? {
+        guard let entry = entries[adapterID], entry.generation == generation, !entry.stopping, !stopped else { return nil }
+        return entry
     }
 
     func setDevices(_ adapterID: String, _ generation: UInt64, _ listed: [DeviceDescriptor], authoritative: Bool,
                     available: [String: Bool]) {
-        guard let slot = current(adapterID, generation) else { return }
+        guard let entry = current(adapterID, generation) else { return }
         var out: [RegistryOutput] = []
-        if slot.registry.setDevices(listed, authoritative: authoritative, available: available, into: &out) {
+        if entry.registry.setDevices(listed, authoritative: authoritative, available: available, into: &out) {
             emit(out)
             publishDeviceList()
             updateSubscriptions()
@@ -30,27 +30,27 @@ extension BridgeEngine {
     }
 
     func update(_ adapterID: String, _ generation: UInt64, _ deviceID: String, _ fields: [String: JSONValue]) {
-        guard let slot = current(adapterID, generation), let p = slot.registry.update(deviceID, fields) else { return }
+        guard let entry = current(adapterID, generation), let p = entry.registry.update(deviceID, fields) else { return }
         publish(p)
     }
 
     func setAvailable(_ adapterID: String, _ generation: UInt64, _ deviceID: String, _ available: Bool) {
-        guard let slot = current(adapterID, generation), let p = slot.registry.setAvailable(deviceID, available) else { return }
+        guard let entry = current(adapterID, generation), let p = entry.registry.setAvailable(deviceID, available) else { return }
         publish(p)
     }
 
     func report(_ adapterID: String, _ generation: UInt64, _ reports: [DeviceReport]) {
-        guard let slot = current(adapterID, generation) else { return }
+        guard let entry = current(adapterID, generation) else { return }
         for r in reports {
-            if !r.fields.isEmpty, let p = slot.registry.update(r.deviceID, r.fields) { publish(p) }
-            if let a = r.available, let p = slot.registry.setAvailable(r.deviceID, a) { publish(p) }
+            if !r.fields.isEmpty, let p = entry.registry.update(r.deviceID, r.fields) { publish(p) }
+            if let a = r.available, let p = entry.registry.setAvailable(r.deviceID, a) { publish(p) }
         }
     }
 
     func setStatus(_ adapterID: String, _ generation: UInt64, _ status: AdapterStatus) {
-        guard let slot = current(adapterID, generation), slot.status != status else { return }
-        let was = slot.status
-        slot.status = status
+        guard let entry = current(adapterID, generation), entry.status != status else { return }
+        let was = entry.status
+        entry.status = status
         if case .error(let r) = status {
             log(.error, "\(adapterID): \(r)", metadata: ["adapter": "\(adapterID)"])
             publishEvent("adapter_error", ["adapter": .string(adapterID), "error": .string(r)])
@@ -63,9 +63,9 @@ extension BridgeEngine {
     }
 
     func recordRequest(_ adapterID: String, _ generation: UInt64, error: String?) {
-        guard let slot = current(adapterID, generation) else { return }
-        slot.requests += 1
-        if let error { slot.errors += 1; slot.lastError = error } else { slot.lastOK = Date() }
+        guard let entry = current(adapterID, generation) else { return }
+        entry.requests += 1
+        if let error { entry.errors += 1; entry.lastError = error } else { entry.lastOK = Date() }
     }
 
     func mirrorPublish(_ adapterID: String, _ generation: UInt64, _ messages: [MirrorMessage]) {
@@ -74,8 +74,8 @@ extension BridgeEngine {
     }
 
     func setMirrorAvailable(_ adapterID: String, _ generation: UInt64, _ available: Bool) {
-        guard let slot = current(adapterID, generation), slot.mirrorAvailable != available else { return }
-        slot.mirrorAvailable = available
+        guard let entry = current(adapterID, generation), entry.mirrorAvailable != available else { return }
+        entry.mirrorAvailable = available
         transport.publish("\(scheme.base)/\(adapterID)/availability", available ? "online" : "offline", qos: 1, retain: true)
     }
 
@@ -84,10 +84,10 @@ extension BridgeEngine {
     }
 
     func adapterLog(_ adapterID: String, _ generation: UInt64, _ level: BridgeLogLevel, _ message: String, deviceID: String?) {
-        guard let slot = current(adapterID, generation) else { return }
+        guard let entry = current(adapterID, generation) else { return }
         var topic: String?
         var meta: Logger.Metadata = ["adapter": "\(adapterID)"]
-        if let deviceID, let rec = slot.registry.devices[deviceID] {
+        if let deviceID, let rec = entry.registry.devices[deviceID] {
             topic = scheme.device(adapter: adapterID, name: rec.name)
             meta["device"] = "\(rec.name)"
         }
@@ -100,7 +100,7 @@ extension BridgeEngine {
     }
 
     func currentState(_ adapterID: String, _ deviceID: String) -> [String: JSONValue]? {
-        slots[adapterID]?.registry.devices[deviceID]?.state
+        entries[adapterID]?.registry.devices[deviceID]?.state
     }
 
     // MARK: publishing
@@ -129,7 +129,7 @@ extension BridgeEngine {
                 errorWindow = (w.start, w.logged + 1, w.suppressed)
                 log(.error, message, topic: topic)
             } else {
-                if w.suppressed == 0 { controlQueue.yield(.summariseSuppressed(after: 1 - (now - w.start).seconds)) }
+                if w.suppressed == 0 { childJobQueue.yield(.summariseSuppressed(after: 1 - (now - w.start).seconds)) }
                 errorWindow = (w.start, w.logged, w.suppressed + 1)
                 Bounds.hit("error_logs")
             }
@@ -169,7 +169,7 @@ extension BridgeEngine {
     func publishInfo() {
         var o = info.objectValue ?? [:]
         var adapters: [String: JSONValue] = [:]
-        for id in slotOrder { adapters[id] = .string(slots[id]!.status.description) }
+        for id in adapterOrder { adapters[id] = .string(entries[id]!.status.description) }
         o["adapters"] = .object(adapters)
         o["version"] = .string(settings.version)
         o["started_at"] = .string(Timestamp.rfc3339(startedAt))
@@ -177,13 +177,13 @@ extension BridgeEngine {
     }
 
     func publishDeviceList() {
-        let list = slotOrder.compactMap { slots[$0] }.flatMap(\.registry.listEntries)
+        let list = adapterOrder.compactMap { entries[$0] }.flatMap(\.registry.listEntries)
         transport.publish(scheme.bridge("devices"), json: .array(list), qos: 1, retain: true)
     }
 
     func scheduleReannounce() {
         reannounceGeneration += 1
-        controlQueue.yield(.reannounce(generation: reannounceGeneration, delay: Double.random(in: settings.reannounceDelay)))
+        childJobQueue.yield(.reannounce(generation: reannounceGeneration, delay: Double.random(in: settings.reannounceDelay)))
     }
 
     /// Only the latest `homeassistant/status` online re-announces (several in a row announce once).
@@ -196,7 +196,7 @@ extension BridgeEngine {
     /// what an earlier announcement had and this one has not (a removed adapter) is cleared.
     func announceBridge() {
         guard settings.discovery else { return }
-        let entries = discovery.bridgeEntries(adapters: slotOrder)
+        let entries = discovery.bridgeEntries(adapters: adapterOrder)
         let topics = entries.map(\.topic)
         for stale in bridgeDiscoveryTopics where !topics.contains(stale) { transport.publish(stale, [], qos: 1, retain: true) }
         for e in entries { transport.publish(e.topic, json: e.payload, qos: 1, retain: true) }
@@ -212,7 +212,7 @@ extension BridgeEngine {
     /// listed its devices (or given up): subscribes to the discovery configs, then publishes a sentinel
     /// that comes back after every retained config the broker sends for that subscription.
     func maybeSweep() {
-        guard settings.discovery, connectedOnce, !stopped, case .waiting = sweep, slots.values.allSatisfy(\.settled) else { return }
+        guard settings.discovery, connectedOnce, !stopped, case .waiting = sweep, entries.values.allSatisfy(\.settled) else { return }
         var bytes = [UInt8](repeating: 0, count: 8)
         for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255) }
         let nonce = bytes.hexString
@@ -230,7 +230,7 @@ extension BridgeEngine {
             updateSubscriptions(force: true)
             let current = DiscoverySweep.Current(
                 bridgeNode: discovery.bridgeNode, bridgeTopics: Set(bridgeDiscoveryTopics),
-                adapters: Dictionary(slotOrder.compactMap { id in slots[id].map { (Naming.normaliseID(id), ($0.registry.discoveryTopics, $0.registry.listsFromConfig)) } },
+                adapters: Dictionary(adapterOrder.compactMap { id in entries[id].map { (Naming.normaliseID(id), ($0.registry.discoveryTopics, $0.registry.listsFromConfig)) } },
                                      uniquingKeysWith: { a, _ in a }))
             let orphans = found.filter { discoverySweep.isOrphan($0, current: current) }.sorted()
             for t in orphans { transport.publish(t, [], qos: 1, retain: true) }
@@ -248,10 +248,10 @@ extension BridgeEngine {
     /// Re-announces discovery, state and availability of every device (HA birth, `republish` request).
     func republishAll() {
         announceBridge()
-        for id in slotOrder {
-            guard let slot = slots[id] else { continue }
+        for id in adapterOrder {
+            guard let entry = entries[id] else { continue }
             var out: [RegistryOutput] = []
-            slot.registry.republishAll(into: &out)
+            entry.registry.republishAll(into: &out)
             emit(out)
         }
     }
@@ -260,15 +260,15 @@ extension BridgeEngine {
 
     public func publishHealth() {
         var adapters: [String: JSONValue] = [:]
-        for id in slotOrder {
-            let slot = slots[id]!
-            var entry: [String: JSONValue] = slot.metrics
-            entry["status"] = .string(slot.status.description)
-            entry["devices"] = JSONValue(slot.registry.devices.count)
-            entry["requests"] = JSONValue(slot.requests)
-            entry["errors"] = JSONValue(slot.errors)
-            entry["last_error"] = slot.lastError.map(JSONValue.string) ?? .null
-            entry["last_ok"] = slot.lastOK.map { .string(Timestamp.rfc3339($0)) } ?? .null
+        for id in adapterOrder {
+            let a = entries[id]!
+            var entry: [String: JSONValue] = a.metrics
+            entry["status"] = .string(a.status.description)
+            entry["devices"] = JSONValue(a.registry.devices.count)
+            entry["requests"] = JSONValue(a.requests)
+            entry["errors"] = JSONValue(a.errors)
+            entry["last_error"] = a.lastError.map(JSONValue.string) ?? .null
+            entry["last_ok"] = a.lastOK.map { .string(Timestamp.rfc3339($0)) } ?? .null
             adapters[id] = .object(entry)
         }
         let health = BridgeAPI.health(uptime: uptime, rss: ProcessStats.residentBytes(), transport: transport.stats(), adapters: adapters,
@@ -278,7 +278,7 @@ extension BridgeEngine {
 
     func updateSubscriptions(force: Bool = false) {
         var depths: Set<Int> = [1, 2]
-        for slot in slots.values { depths.formUnion(slot.registry.nameDepths) }
+        for entry in entries.values { depths.formUnion(entry.registry.nameDepths) }
         guard force || depths != subscribedDepths else { return }
         subscribedDepths = depths
         var filters = scheme.commandFilters(depths: depths)

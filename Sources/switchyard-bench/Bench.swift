@@ -9,6 +9,7 @@ import SwitchyardCore
 import SwitchyardMQTT
 import SwitchyardSoak
 import SwitchyardTestSupport
+import SwitchyardWebTesting
 
 /// Devices whose state the benchmark drives directly through the core.
 actor BenchAdapter: Adapter {
@@ -48,7 +49,7 @@ struct SwitchyardBench: AsyncParsableCommand {
         commandName: "switchyard-bench",
         abstract: "Measures the bridge against raw libmosquitto on a broker it starts itself (loopback).")
 
-    @Option(help: "Scenarios to run: publish, ha-mirror, command-latency, startup, memory, lifx-budget, lifx-lan, hostile, reconnect (default: all); soak (alone, --minutes).")
+    @Option(help: "Scenarios to run: publish, ha-mirror, command-latency, startup, memory, console, lifx-budget, lifx-lan, hostile, reconnect (default: all); soak (alone, --minutes).")
     var scenario: [String] = []
     @Flag(help: "Print the figures as JSON.") var json = false
     @Option(help: "State updates for the publish scenario.") var messages = 20_000
@@ -58,6 +59,8 @@ struct SwitchyardBench: AsyncParsableCommand {
     @Option(help: "Home Assistant entities mirrored during the memory scenario.") var haEntities = 5_000
     @Option(help: "Hostile payloads for the hostile scenario.") var hostilePayloads = 100_000
     @Option(help: "Broker restarts for the reconnect scenario.") var restarts = 20
+    @Flag(help: "Measure a switchyard binary from before the console (SWITCHYARD_BIN): no web: section, memory measured once.")
+    var preConsole = false
     @Option(help: "Minutes of the soak scenario (docs/testing.md \"The soak run\").") var minutes = 60.0
 
     /// `soak`: the demo's home under commands and a schedule of faults for `minutes`, invariants checked
@@ -72,7 +75,7 @@ struct SwitchyardBench: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let all = ["publish", "ha-mirror", "command-latency", "startup", "memory", "lifx-budget", "lifx-lan", "hostile", "reconnect"]
+        let all = ["publish", "ha-mirror", "command-latency", "startup", "memory", "console", "lifx-budget", "lifx-lan", "hostile", "reconnect"]
         if scenario == ["soak"] { return try await soak() }
         let chosen = scenario.isEmpty ? all : scenario
         for s in chosen where !all.contains(s) { throw ValidationError("unknown scenario '\(s)' (known: \(all.joined(separator: ", ")))") }
@@ -118,6 +121,7 @@ struct SwitchyardBench: AsyncParsableCommand {
         if chosen.contains("startup") || chosen.contains("memory") {
             figures += try await processFigures(port: broker.port, startup: chosen.contains("startup"), memory: chosen.contains("memory"))
         }
+        if chosen.contains("console") { figures += try await consoleFigures(port: broker.port) }
         if chosen.contains("hostile") { figures += try await hostileFigures(port: broker.port) }
         if chosen.contains("reconnect") { figures += try await reconnectFigures() }
         report(figures)
@@ -228,18 +232,28 @@ struct SwitchyardBench: AsyncParsableCommand {
         guard memory else { return try await processFigures(port: port, startup: startup, ha: nil) }
         let entities = (0..<haEntities).map { HomeAssistantSimulator.Entity("sensor.s\($0)", "0", ["friendly_name": .string("S \($0)"), "unit_of_measurement": "W"]) }
         let sim = try await HomeAssistantSimulator.start(token: "bench", entities: entities)
-        return try await withTeardown { try await processFigures(port: port, startup: startup, ha: sim) } teardown: { await sim.stop() }
+        return try await withTeardown {
+            // The same run twice: the console off, then on with one page open all along (docs/console.md).
+            let off = try await processFigures(port: port, startup: startup, ha: sim)
+            if preConsole { return off }
+            let on = try await processFigures(port: port, startup: false, ha: sim, console: true)
+            guard let hwmOff = off.first(where: { $0.name.hasPrefix("VmHWM") })?.value, let hwmOn = on.first(where: { $0.name.hasPrefix("VmHWM") })?.value
+            else { return off + on }
+            return off + on + [Figure(scenario: "memory", name: "console enabled + one page open − disabled (VmHWM; goal ≤ 8 MB)", value: hwmOn - hwmOff, unit: "MB")]
+        } teardown: { await sim.stop() }
     }
 
-    func processFigures(port: Int, startup: Bool, ha: HomeAssistantSimulator?) async throws -> [Figure] {
+    func processFigures(port: Int, startup: Bool, ha: HomeAssistantSimulator?, console: Bool = false) async throws -> [Figure] {
         let memory = ha != nil
         // The subscriber is there before the process starts: its first state is timed from the start.
         let base = "proc\(UUID().uuidString.prefix(4).lowercased())"
         let sub = try await CountingSubscriber(port: port, filters: ["\(base)/virtual/+"], trackTopics: true)
         defer { sub.close() }
         let start = Date()
-        let bridge = try BridgeUnderFault.start(port: port, devices: devices, base: base, discovery: true,
-                                                extraYAML: ha.map { "ha: {url: \"\($0.url)\", token: bench}\n" } ?? "")
+        let web = TestEnvironment.freePort()
+        let bridge = try BridgeUnderFault.start(port: port, devices: devices, base: base, discovery: true, preConsole: preConsole,
+                                                extraYAML: (ha.map { "ha: {url: \"\($0.url)\", token: bench}\n" } ?? "")
+                                                    + (console ? "web: {listen: \"127.0.0.1:\(web)\"}\n" : ""))
         let child = bridge.child
         defer { child.terminateAndReap() }
         guard await sub.waitForTopics(devices, timeout: 60) else { throw BenchError("startup: only \(sub.distinctTopics) states") }
@@ -248,6 +262,10 @@ struct SwitchyardBench: AsyncParsableCommand {
             out.append(Figure(scenario: "startup", name: "process start → \(devices) retained states", value: sub.lastAt.timeIntervalSince(start) * 1000, unit: "ms"))
         }
         if memory {
+            // One page open for the whole run, reading everything the devices view reads (not the mirror's topics).
+            let page = console ? PageClient(port: web, keepFrames: false) : nil
+            defer { page?.close() }
+            if let page { try await waitUntil("the page has every light", timeout: 60) { page.topicCount >= self.devices } }
             let pub = try await MQTTProbe.connect(port: port)
             defer { pub.close() }
             let end = Date().addingTimeInterval(churnSeconds)
@@ -267,7 +285,8 @@ struct SwitchyardBench: AsyncParsableCommand {
             let status = bridge.proc("status")
             // Which build is measured: `make bench` measures the deployable one (`make release`: Swift runtime and Foundation linked in).
             let linkage = bridge.proc("maps").contains("libswiftCore.so") ? "Swift runtime as shared libraries" : "Swift runtime linked in"
-            out.append(Figure(scenario: "memory", name: "VmHWM, \(devices) devices + HA mirror of \(haEntities) entities, after \(Int(churnSeconds)) s churn (\(i) commands and HA changes; \(linkage))",
+            let with = console ? ", console + one page open" : ", console off"
+            out.append(Figure(scenario: "memory", name: "VmHWM, \(devices) devices + HA mirror of \(haEntities) entities, after \(Int(churnSeconds)) s churn (\(i) commands and HA changes; \(linkage)\(with))",
                               value: bridge.mb("VmHWM", in: status), unit: "MB"))
             out.append(Figure(scenario: "memory", name: "VmRSS steady", value: bridge.mb("VmRSS", in: status), unit: "MB"))
             // Where the resident pages are: heap and stacks (RssAnon) against mapped code and data of the binary and shared libraries (RssFile).

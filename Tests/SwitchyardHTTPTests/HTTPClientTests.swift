@@ -111,8 +111,8 @@ import SwitchyardHTTP
     }
 
     /// A cancellation that comes before the request is handed to the transfer thread is not lost: the
-    /// request fails with CancellationError and never reaches the server (it used to run until its
-    /// time-out, here 1 s against a server that answers after 3, and come back as a timeout).
+    /// request fails with CancellationError and never reaches the server (a lost cancellation would run
+    /// the request until its time-out, here 1 s against a server that answers after 3, and end as a timeout).
     @Test func cancellationBeforeTheStartIsNotLost() async throws {
         try await HTTPClient.withClient { c in
             try await Self.withServer { s in

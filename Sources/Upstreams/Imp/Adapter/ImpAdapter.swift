@@ -44,7 +44,8 @@ public struct ImpSettings: Sendable, Equatable {
 /// answered) and `device_connected` (what the agent reports) are kept apart; availability is online
 /// only when both are.
 public actor ImpAdapter: Adapter {
-    public nonisolated let id = "imp"
+    public static let id = "imp"
+    public nonisolated var id: String { Self.id }
 
     struct DeviceState {
         var profile: ImpProfile?
@@ -303,8 +304,7 @@ public actor ImpAdapter: Adapter {
         o["appcode"] = s.appcode.map(JSONValue.string) ?? .null
         o["agent"] = s.agent == true ? "online" : "offline"
         o["device_connected"] = s.connected.map(JSONValue.bool) ?? .null
-        await context?.update(name, o)
-        await context?.setAvailable(name, s.agent == true && s.connected == true)
+        await context?.report([DeviceReport(name, fields: o, available: s.agent == true && s.connected == true)])
     }
 
     // MARK: devices

@@ -52,7 +52,8 @@ public struct LIFXLANSettings: Sendable, Equatable {
 /// applies them to the model at once (optimistic), hands each light's part to the transport that reaches
 /// it, and publishes. A command waits for the outcomes its transports give it (`LIFXOutcome`).
 public actor LIFXAdapter: Adapter {
-    public nonisolated let id = "lifx"
+    public static let id = "lifx"
+    public nonisolated var id: String { Self.id }
     /// Name prefixes of groups, locations and scenes, refused for light names.
     public static let namespaces = ["group/", "location/", "scene/"]
     public nonisolated var reservedPrefixes: [String] { Self.namespaces }
