@@ -36,7 +36,8 @@ public final class SimulatedHome: @unchecked Sendable {
         let lifx = try await LIFXCloudSimulator.start(token: "demo-token", lights: LIFXCloudSimulator.demoLights(),
                                                       scenes: LIFXCloudSimulator.demoScenes())
         // Simulated LIFX lights on the LAN (one loopback UDP port, the real protocol): a bulb, a LIFX Z strip of
-        // 16 zones, a Candle (matrix), a Night Vision bulb (infrared) and a Clean (HEV); the cloud's lights stay.
+        // 16 zones, a Candle (matrix), a Night Vision bulb (infrared), a Clean (HEV) and a Ceiling (uplight and
+        // downlight), all in the cloud's location; the cloud's lights stay.
         let lan = try LIFXLANSimulator.start(devices: LIFXLANSimulator.demoDevices())
         // Simulated Electric Imp agents: a MatrixClock, a BigClock and a Weather station.
         let imp = try await ImpAgentSimulator.start(agents: [

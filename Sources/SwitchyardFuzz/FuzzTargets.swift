@@ -147,6 +147,7 @@ public enum FuzzTargets {
         _ = LIFXLANMessage.hevCycle(p.payload)
         _ = LIFXLANMessage.hevResult(p.payload)
         _ = LIFXLANMessage.effectType(p)
+        if let m = LIFXLANMessage.state64(p.payload) { check(m.count == 64, "a TileState64 of another size than 64 zones") }
         if let z = LIFXLANMessage.zoneChunk(p) {
             check(z.count <= LIFXLANMessage.maxZones && z.index + z.colors.count <= z.count, "a zone reply past its own count")
         }

@@ -148,49 +148,53 @@ import Testing
         LIFXOp(kind: kind, selector: selector, lights: lights, label: selector)
     }
     let t0 = MonotonicInstant.origin + .seconds(100)
+    let census = LIFXOutcome.Census()
+    func outcome() -> LIFXOutcome { LIFXOutcome(census) }
+    func ids(_ o: [LIFXOutcome]) -> [ObjectIdentifier] { o.map(ObjectIdentifier.init) }
 
-    @Test func setsForOneSelectorMergeLastValueWinsAndEveryCommandKeepsItsTicket() {
+    @Test func setsForOneSelectorMergeLastValueWinsAndEveryCommandKeepsItsOutcome() {
         var q = LIFXRequestQueue(minInterval: 0.5, retryDelay: 1)
-        let a = q.enqueue(op(set(0.1), "id:a", ["a"]))
-        let b = q.enqueue(op(set(0.2), "id:a", ["a"]))
-        let c = q.enqueue(op(set(0.3), "id:b", ["b"]))
+        let a = outcome(), b = outcome(), c = outcome()
+        q.enqueue(op(set(0.1), "id:a", ["a"]), a)
+        q.enqueue(op(set(0.2), "id:a", ["a"]), b)
+        q.enqueue(op(set(0.3), "id:b", ["b"]), c)
         #expect(q.queue.count == 2 && q.merged == 1)
-        #expect(q.queue[0].tickets == [a, b] && q.queue[1].tickets == [c])
+        #expect(ids(q.queue[0].outcomes) == ids([a, b]) && ids(q.queue[1].outcomes) == ids([c]))
         #expect(q.queue[0].kind == set(0.2))
         // Deltas add up; an effect never merges.
-        _ = q.enqueue(op(.delta(LIFXDelta(brightness: 0.1, duration: 1)), "group_id:g", ["a", "b"]))
-        _ = q.enqueue(op(.delta(LIFXDelta(brightness: -0.3, duration: 1)), "group_id:g", ["a", "b"]))
-        _ = q.enqueue(op(.effect(name: "off", body: [:]), "group_id:g", ["a", "b"]))
-        _ = q.enqueue(op(.effect(name: "off", body: [:]), "group_id:g", ["a", "b"]))
+        q.enqueue(op(.delta(LIFXDelta(brightness: 0.1, duration: 1)), "group_id:g", ["a", "b"]), outcome())
+        q.enqueue(op(.delta(LIFXDelta(brightness: -0.3, duration: 1)), "group_id:g", ["a", "b"]), outcome())
+        q.enqueue(op(.effect(name: "off", body: [:]), "group_id:g", ["a", "b"]), outcome())
+        q.enqueue(op(.effect(name: "off", body: [:]), "group_id:g", ["a", "b"]), outcome())
         #expect(q.queue.count == 5)
         if case .delta(let d) = q.queue[2].kind { #expect(abs((d.brightness ?? 0) + 0.2) < 1e-9) } else { Issue.record("no delta") }
     }
 
     @Test func aSetMergesOnlyIntoTheLatestRequestForItsLights() {
         var q = LIFXRequestQueue(minInterval: 0.5, retryDelay: 1)
-        _ = q.enqueue(op(set(0.1), "id:a", ["a"]))
-        _ = q.enqueue(op(.effect(name: "pulse", body: [:]), "id:a", ["a"]))
-        _ = q.enqueue(op(set(0.9), "id:a", ["a"]))   // after the effect: must not jump ahead of it
+        q.enqueue(op(set(0.1), "id:a", ["a"]), outcome())
+        q.enqueue(op(.effect(name: "pulse", body: [:]), "id:a", ["a"]), outcome())
+        q.enqueue(op(set(0.9), "id:a", ["a"]), outcome())   // after the effect: must not jump ahead of it
         #expect(q.queue.map(\.kind) == [set(0.1), .effect(name: "pulse", body: [:]), set(0.9)])
     }
 
     @Test func pacingIsTheLatestOfMinIntervalRetryAndBudget() {
         var q = LIFXRequestQueue(minInterval: 0.5, retryDelay: 1)
         #expect(q.sendableAt(budgetAllows: t0) == nil)   // nothing queued
-        _ = q.enqueue(op(set(0.1), "id:a", ["a"]))
+        q.enqueue(op(set(0.1), "id:a", ["a"]), outcome())
         #expect(q.sendableAt(budgetAllows: t0) == t0)     // idle: at once
         let batch = q.takeBatch(now: t0)
         #expect(batch.count == 1 && q.inFlight.count == 1)
         q.answered()
-        _ = q.enqueue(op(set(0.2), "id:a", ["a"]))
+        q.enqueue(op(set(0.2), "id:a", ["a"]), outcome())
         #expect(q.sendableAt(budgetAllows: t0) == t0 + .milliseconds(500))
         #expect(q.sendableAt(budgetAllows: t0 + .seconds(3)) == t0 + .seconds(3))
     }
 
     @Test func setsRightBehindEachOtherGoAsOneBatchOfAtMostFifty() {
         var q = LIFXRequestQueue(minInterval: 0, retryDelay: 1)
-        for i in 0..<60 { _ = q.enqueue(op(set(0.5), "id:\(i)", ["\(i)"])) }
-        _ = q.enqueue(op(.delta(LIFXDelta(brightness: 0.1, duration: 1)), "id:x", ["x"]))
+        for i in 0..<60 { q.enqueue(op(set(0.5), "id:\(i)", ["\(i)"]), outcome()) }
+        q.enqueue(op(.delta(LIFXDelta(brightness: 0.1, duration: 1)), "id:x", ["x"]), outcome())
         #expect(q.takeBatch(now: t0).count == 50)
         q.answered()
         #expect(q.takeBatch(now: t0).count == 10)   // the delta is not a set: it goes alone
@@ -200,7 +204,7 @@ import Testing
 
     @Test func onlyAbsoluteSetsAreRetriedTwiceWithADoublingDelay() {
         var q = LIFXRequestQueue(minInterval: 0, retryDelay: 1)
-        _ = q.enqueue(op(set(0.5), "id:a", ["a"]))
+        q.enqueue(op(set(0.5), "id:a", ["a"]), outcome())
         var batch = q.takeBatch(now: t0)
         q.answered()
         var retried = q.retry(batch, now: t0)
@@ -215,7 +219,7 @@ import Testing
         q.answered()
         retried = q.retry(batch, now: t0 + .seconds(3))
         #expect(!retried)                                               // the third attempt was the last
-        _ = q.enqueue(op(.effect(name: "off", body: [:]), "id:a", ["a"]))
+        q.enqueue(op(.effect(name: "off", body: [:]), "id:a", ["a"]), outcome())
         let effect = q.takeBatch(now: t0)
         retried = q.retry(effect, now: t0)
         #expect(!retried)
@@ -224,9 +228,9 @@ import Testing
 
     @Test func aRefusedBatchGoesBackToTheFront() {
         var q = LIFXRequestQueue(minInterval: 0, retryDelay: 1)
-        _ = q.enqueue(op(set(0.1), "id:a", ["a"]))
+        q.enqueue(op(set(0.1), "id:a", ["a"]), outcome())
         let batch = q.takeBatch(now: t0)
-        _ = q.enqueue(op(set(0.2), "id:b", ["b"]))
+        q.enqueue(op(set(0.2), "id:b", ["b"]), outcome())
         #expect(q.changes(light: "a") && q.changes(light: "b") && !q.changes(light: "c"))
         q.answered()
         q.requeue(batch)

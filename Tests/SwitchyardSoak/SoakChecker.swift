@@ -11,6 +11,7 @@ actor SoakChecker {
     var breaches: [SoakReport.Breach] = []
     var discovery = DiscoveryReadWatch()
     var ledger = TransactionLedger()
+    var outcomes = LIFXOutcomeWatch()
     /// A fault's window per key (an adapter id, or "broker"): errors about that key inside it were provoked.
     var windows: [String: [(from: Double, until: Double?)]] = [:]
     var brokerDown = false
@@ -54,6 +55,8 @@ actor SoakChecker {
             availability[String(rel.dropLast("/availability".count))] = m.payload
         } else if rel == "bridge/log" {
             log(payload)
+        } else if rel == "bridge/health" {
+            if let b = outcomes.health(payload) { breach(b) }
         } else if rel == "bridge/event" {
             guard let j = try? JSONValue.parse(payload), j["type"] == "device_removed",
                   case .string(let adapter)? = j["data"]?["adapter"], case .string(let name)? = j["data"]?["name"] else { return }
@@ -191,6 +194,7 @@ actor SoakChecker {
             .init(name: "commands sent around a broker restart, result not seen", value: Double(counts.lostWithBroker), unit: ""),
             .init(name: "errors on bridge/log provoked by the schedule", value: Double(counts.errorsProvoked), unit: ""),
             .init(name: "devices removed (all by a reload that dropped them)", value: Double(counts.removals), unit: ""),
+            .init(name: "LIFX outcomes not taken, highest in bridge/health", value: Double(outcomes.highest), unit: ""),
             .init(name: "console: /readyz ready / not ready (explained) samples", value: Double(console.ready), unit: ""),
             .init(name: "console: /readyz not ready, explained by the schedule", value: Double(console.notReadyExplained), unit: ""),
             .init(name: "console: /metrics scrapes compared", value: Double(console.scrapes), unit: ""),

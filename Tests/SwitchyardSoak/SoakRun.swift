@@ -188,10 +188,15 @@ public enum SoakRun {
                 home.lan.stop()
                 try await Task.sleep(for: .seconds(away))
                 // Gone past offline_after: unavailable, not removed (the LAN has no listing).
-                await checker.expectAvailability("lifx/desk", "offline", because: "the LAN light left \(Int(away)) s ago")
+                // The Ceiling's two lights go and come back with it.
+                for light in ["lifx/desk", "lifx/living_ceiling_uplight", "lifx/living_ceiling_downlight"] {
+                    await checker.expectAvailability(light, "offline", because: "the LAN light left \(Int(away)) s ago")
+                }
                 home.lan = try LIFXLANSimulator.start(devices: LIFXLANSimulator.demoDevices(), port: port)
                 await checker.faultEnds("lifx", grace: 30)
-                await checker.expectAvailabilityLater("lifx/desk", "online", within: 30, because: "the LAN light came back")
+                for light in ["lifx/desk", "lifx/living_ceiling_uplight", "lifx/living_ceiling_downlight"] {
+                    await checker.expectAvailabilityLater(light, "online", within: 30, because: "the LAN light came back")
+                }
             }
             try await Task.sleep(for: .milliseconds(250))
         }
@@ -229,6 +234,7 @@ public enum SoakRun {
             ("lifx/desk", { #"{"brightness": \#($0)}"# }),
             ("lifx/group/lounge", { #"{"brightness": \#($0)}"# }),
             ("lifx/shelf_strip", { #"{"brightness": \#($0)}"# }),
+            ("lifx/living_ceiling_uplight", { $0 % 2 == 0 ? #"{"state": "ON", "brightness": \#($0)}"# : #"{"state": "OFF"}"# }),
             ("imp/hall_clock", { #"{"brightness": \#(1 + $0 % 15)}"# }),
             ("nova/key_light", { $0 % 2 == 0 ? #"{"state": "ON"}"# : #"{"state": "OFF"}"# }),
             ("virtual/fan", { $0 % 2 == 0 ? #"{"state": "ON"}"# : #"{"state": "OFF"}"# }),

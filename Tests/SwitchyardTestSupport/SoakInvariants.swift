@@ -92,6 +92,22 @@ public struct TransactionLedger: Sendable {
     }
 }
 
+/// The LIFX adapter's command outcomes not yet taken (`bridge/health` `adapters.lifx.outcomes`) stay
+/// bounded: under steady commands a few are always on their way, but an outcome kept after its command was
+/// answered (an orphan) would make the count climb for as long as the run lasts.
+public struct LIFXOutcomeWatch: Sendable {
+    public let bound: Int
+    public private(set) var highest = 0
+    public init(bound: Int = 100) { self.bound = bound }
+
+    /// A `bridge/health` payload; a breach in words when the count is past the bound.
+    public mutating func health(_ payload: [UInt8]) -> String? {
+        guard let j = try? JSONValue.parse(payload), let n = j["adapters"]?["lifx"]?["outcomes"]?.intValue else { return nil }
+        highest = max(highest, n)
+        return n > bound ? "LIFX outcomes not taken: \(n) (bound \(bound)); an outcome is kept after its command was answered" : nil
+    }
+}
+
 /// Least-squares slope of (x, y) samples: y units per x unit.
 public func slope(_ samples: [(x: Double, y: Double)]) -> Double {
     guard samples.count >= 2 else { return 0 }

@@ -3,11 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-#if canImport(Glibc)
-import Glibc
-#endif
 import SwitchyardCore
-import SwitchyardHTTP
 
 public struct LIFXSettings: Sendable, Equatable {
     public var token: String?
@@ -28,6 +24,8 @@ public struct LIFXSettings: Sendable, Equatable {
     public var verifyTLS = true
     public var lan = LIFXLANSettings()
     public init() {}
+
+    var cloudEnabled: Bool { !(token ?? "").isEmpty }
 }
 
 /// `lifx.lan`: the LAN protocol (docs/upstreams/lifx-lan.md), on the same topics as the cloud.
@@ -47,12 +45,12 @@ public struct LIFXLANSettings: Sendable, Equatable {
     public init() {}
 }
 
-/// LIFX lights, groups, locations and scenes over the LIFX cloud HTTP API (docs/upstreams/lifx-cloud.md).
-///
-/// Commands are applied to the published state at once (optimistic), then queued: `LIFXCommandPlanner`
-/// turns a command into requests, `LIFXRequestQueue` merges and paces them, `LIFXCloudAPI` sends them
-/// within the rate budget and reads the answers. A failed request reverts exactly the lights it touched
-/// to their own previous values. Every timer runs on `clock` (monotonic; a test moves a manual one).
+/// LIFX lights, groups, locations and scenes over two transports, the cloud HTTP API and the LAN protocol
+/// (docs/topics.md "LIFX"). This actor is the router between them and the model: `LIFXHome` (a value) says
+/// what the lights are, which transport sees each and what changed; `LIFXCloud` and `LIFXLAN` each own
+/// their requests and tell the router what they saw; the router plans commands (`LIFXCommandPlanner`),
+/// applies them to the model at once (optimistic), hands each light's part to the transport that reaches
+/// it, and publishes. A command waits for the outcomes its transports give it (`LIFXOutcome`).
 public actor LIFXAdapter: Adapter {
     public static let id = "lifx"
     public nonisolated var id: String { Self.id }
@@ -62,100 +60,72 @@ public actor LIFXAdapter: Adapter {
 
     let settings: LIFXSettings
     let clock: any BridgeClock
-    /// The client of the current run (opened and closed by `run`).
-    var http: HTTPClient?
+    /// Every outcome of this adapter's commands that still exists: none once every command has its result.
+    nonisolated let census = LIFXOutcome.Census()
     var context: AdapterContext?
-    var lights: [String: LIFXLight] = [:]
-    /// Which transports see each light (removal, availability and routing follow it).
-    var presence: LIFXPresence
-    var scenes: [String: LIFXScene] = [:]
-    var lastActivated: [String: String] = [:]
-    var queue: LIFXRequestQueue
-    var outcomes: [Int: Result<Void, AdapterError>] = [:]
-    var waiters: [Int: CheckedContinuation<Void, any Error>] = [:]
-    var budget = RateBudget()
-    var nextPoll = MonotonicInstant.distantPast
-    var polls = 0
-    var pollFailures = 0
-    var scenesDue = true
-    var sentRequests = 0
-    var lastPollError: String?
-    /// Set while the dispatch loop waits for something that a new command makes moot.
-    var wakeUp: Latch?
-    // The LAN path (lifx.lan): the client of the current run, what it knows of each device (by serial =
-    // light id), and the work its loop hands to child tasks.
-    var lan: LIFXLANClient?
-    var lanDevices: [String: LIFXLANDevice] = [:]
-    var lanWork: AsyncStream<LANWork>.Continuation?
-    var nextLANTicket = -1
-    var lanMetrics: [String: JSONValue]?
-    /// A device stopped answering: discovery goes fast again (it may have moved).
-    var lanLost = false
-    /// Replies with values no device reports, dropped.
-    var lanInvalid = 0
+    var home: LIFXHome
+    /// The transports of the current run.
+    var cloud: LIFXCloud?
+    var lan: LIFXLAN?
+    /// The LAN's devices when it last stopped, for a reload's new instance.
+    var lanSeeds: [LIFXLAN.Seed] = []
+    /// The cloud's first listing has come or failed (until then nothing is listed: see `declare`).
+    var cloudHeard = false
+    var metrics: (cloud: [String: JSONValue], lan: [String: JSONValue]) = ([:], [:])
 
     public init(settings: LIFXSettings, clock: any BridgeClock = SystemClock()) {
         self.settings = settings
         self.clock = clock
-        self.queue = LIFXRequestQueue(minInterval: settings.minInterval, retryDelay: settings.retryDelay)
-        self.presence = LIFXPresence(lanGrace: settings.lan.offlineAfter)
+        home = LIFXHome(lanGrace: settings.lan.offlineAfter)
     }
+
+    /// Outcomes that exist now (a command's outcome is gone once it is answered and taken).
+    public nonisolated var outstandingOutcomes: Int { census.count }
 
     // MARK: Adapter
 
     public func run(context: AdapterContext) async throws {
         self.context = context
-        defer {
-            for t in Array(waiters.keys) { finish([t], .failure(AdapterError("the LIFX adapter stopped before the command was answered"))) }
-        }
-        let cloud = settings.token.map { !$0.isEmpty } ?? false
-        guard cloud || settings.lan.enabled else {
+        guard settings.cloudEnabled || settings.lan.enabled else {
             await context.setStatus(.disabled("no lifx.token configured and lifx.lan is off (set lifx.token, lifx.token_file or ${ENV}, or lan.enabled)"))
             while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
             return
         }
-        try await withLAN {
-            if cloud {
-                try await HTTPClient.withClient(options: .init(userAgent: "switchyard", verifyTLS: settings.verifyTLS)) { http in
-                    self.http = http
-                    defer { self.http = nil }
-                    await dispatchLoop()
-                }
-            } else {
-                // LAN only: nothing calls the cloud.
-                await context.setStatus(.running)
-                while !Task.isCancelled { try? await clock.sleep(seconds: 3600) }
-            }
+        let lan = settings.lan.enabled
+            ? LIFXLAN(settings: settings.lan, clock: clock, seeds: lanSeeds) { [weak self] e in await self?.take(e) } : nil
+        let cloud = settings.cloudEnabled
+            ? LIFXCloud(settings: settings, clock: clock, context: context) { [weak self] e in await self?.take(e) } : nil
+        self.lan = lan
+        self.cloud = cloud
+        defer {
+            self.lan = nil
+            self.cloud = nil
         }
+        // LAN only: nothing calls the cloud.
+        if cloud == nil { await context.setStatus(.running) }
+        do {
+            try await withThrowingDiscardingTaskGroup { g in
+                if let lan { g.addTask { try await lan.run() } }
+                if let cloud { g.addTask { try await cloud.run() } }
+            }
+        } catch {
+            if let lan { lanSeeds = await lan.seeds }
+            throw error
+        }
+        if let lan { lanSeeds = await lan.seeds }
     }
 
     /// A reload's new instance keeps what the old one knew: its lights (the LAN's among them, which no cloud
-    /// listing names), which transport saw each and when, and the scenes. The LAN finds its devices again
-    /// at once (discovery starts with the run); until then they keep their state and availability.
+    /// listing names), which transport saw each and when, the scenes, and where the LAN's devices answer
+    /// (without the old run's requests), so that commands go over the LAN from the first moment.
     public func inherit(from previous: any Adapter) async {
         guard let old = previous as? LIFXAdapter else { return }
-        let (lights, presence, scenes, lanDevices) = await old.model
-        self.lights = lights
-        self.presence = presence.regraced(lanGrace: settings.lan.offlineAfter)
-        self.scenes = scenes
-        // The LAN devices by address and product, without the old run's requests in flight: commands go
-        // over the LAN from the first moment (a light only the LAN knows has no other way).
-        guard settings.lan.enabled else { return }
-        let now = clock.now()
-        self.lanDevices = lanDevices.mapValues { d in
-            var d = d
-            d.polling = false
-            d.sending = false
-            d.dirty = false
-            d.waiters = []
-            d.effect = nil
-            d.clean = nil
-            d.nextPoll = now
-            return d
-        }
+        let (home, seeds) = await old.handover
+        self.home = home.regraced(lanGrace: settings.lan.offlineAfter)
+        if settings.lan.enabled { lanSeeds = seeds }
     }
 
-    var model: ([String: LIFXLight], LIFXPresence, [String: LIFXScene], [String: LIFXLANDevice]) { (lights, presence, scenes, lanDevices) }
+    var handover: (LIFXHome, [LIFXLAN.Seed]) { (home, lanSeeds) }
 
     public func perform(_ command: DeviceCommand, context: AdapterContext) async throws {
         try await accept(command, context: context).wait()
@@ -163,431 +133,287 @@ public actor LIFXAdapter: Adapter {
 
     public func accept(_ command: DeviceCommand, context: AdapterContext) async throws -> PendingCommand {
         self.context = context
-        let tickets = try await plan(command)
-        return PendingCommand { [self] in
-            // Every ticket's outcome is taken, a failed first one included: an outcome nobody takes would
-            // stay in `outcomes` for as long as the adapter runs. The first failure is the command's.
-            var failure: (any Error)?
-            for t in tickets {
-                do { try await self.outcome(t) } catch { if failure == nil { failure = error } }
-            }
-            if let failure { throw failure }
+        let waits = try await plan(command)
+        return PendingCommand { try await Self.all(waits) }
+    }
+
+    /// Waits for every part of a command; the first failure (in order) is the command's. Every part is
+    /// waited for, a failed first one included.
+    static func all(_ waits: [@Sendable () async throws -> Void]) async throws {
+        var failure: (any Error)?
+        for w in waits {
+            do { try await w() } catch { if failure == nil { failure = error } }
         }
+        if let failure { throw failure }
     }
 
     public func refresh(deviceID: String, context: AdapterContext) async throws {
         if deviceID.hasPrefix("scene_") {
-            try await listScenes()
+            guard let cloud else { throw AdapterError("the LIFX cloud is not connected") }
+            home.scenes = Dictionary(try await cloud.listScenes().map { ($0.uuid, $0) }, uniquingKeysWith: { a, _ in a })
+            await declare()
+            await publishScenes()
             return
         }
-        if onLAN(deviceID) {
-            await poll(deviceID)
+        let id = LIFXCeilingPart.parse(deviceID)?.serial ?? deviceID
+        if home.onLAN(id, now: clock.now()), let lan {
+            await lan.poll(id)
             return
         }
-        let target = try self.target(deviceID)
-        let r = try await call("GET", "/lights/\(LIFXCloudAPI.encode(target.selector))", nil, reserve: 0)
-        guard r.status == 200, let list = r.json?.arrayValue else { throw AdapterError(describe(r, selector: target.selector)) }
-        var changed: Set<String> = []
-        for j in list { if let l = LIFXLight.parse(j) { merge(l); changed.insert(l.id) } }
-        await publish(changed)
+        guard let cloud else { throw AdapterError("\(deviceID) is not reachable on the LAN (and no lifx.token is set)") }
+        let t = try home.target(id)
+        let (lights, pending) = try await cloud.read(t.selector)
+        await apply(home.cloudRead(lights, pending: pending, now: clock.now()))
     }
 
     public func refreshAll(context: AdapterContext) async throws {
-        for serial in lanDevices.keys.sorted() { await poll(serial) }
-        await lan?.discover(discoveryTargets)
-        guard http != nil else { return }
-        scenesDue = true
-        guard await pollOnce() else { throw AdapterError("LIFX listing failed: \(lastPollError ?? "unknown error")") }
+        await lan?.refresh()
+        try await cloud?.listNow()
     }
 
     public func request(path: String, payload: JSONValue, context: AdapterContext) async throws -> JSONValue? {
         guard path == "scenes" else { return nil }
-        let list = scenes.values.sorted { $0.name < $1.name }.map { s -> JSONValue in
-            ["id": .string(s.uuid), "name": .string(s.name), "lights": JSONValue(sceneLights(s).count),
-             "last_activated": lastActivated[s.uuid].map(JSONValue.string) ?? .null]
+        let list = home.scenes.values.sorted { $0.name < $1.name }.map { s -> JSONValue in
+            ["id": .string(s.uuid), "name": .string(s.name), "lights": JSONValue(home.sceneLights(s).count),
+             "last_activated": home.lastActivated[s.uuid].map(JSONValue.string) ?? .null]
         }
         return ["scenes": .array(list)]
     }
 
-    // MARK: targets
-
-    /// The fields of a command only the LAN path drives.
-    struct LANFields {
-        var zones: JSONValue?
-        var infrared: JSONValue?
-        var cleanCycle: JSONValue?
-        var cleanDuration: JSONValue?
-        var isEmpty: Bool { zones == nil && infrared == nil && cleanCycle == nil && cleanDuration == nil }
-    }
-
-    func target(_ deviceID: String) throws(AdapterError) -> LIFXTarget {
-        if let l = lights[deviceID] { return LIFXTarget(selector: "id:\(l.id)", lights: [l.id], label: l.label.isEmpty ? l.id : l.label) }
-        for (prefix, sel) in [("group_", "group_id:"), ("location_", "location_id:")] where deviceID.hasPrefix(prefix) {
-            let rid = String(deviceID.dropFirst(prefix.count))
-            let (members, name) = self.members(prefix, rid)
-            if members.isEmpty { throw AdapterError("LIFX \(prefix.dropLast()) has no lights") }
-            return LIFXTarget(selector: sel + rid, lights: members.map(\.id), label: name)
-        }
-        throw AdapterError("LIFX device '\(deviceID)' is not known")
-    }
-
-    /// The lights of a group (`group_`) or location (`location_`) id, sorted by id, and its name.
-    func members(_ prefix: String, _ rid: String) -> (lights: [LIFXLight], name: String) {
-        let key: KeyPath<LIFXLight, LIFXRef?> = prefix == "group_" ? \.group : \.location
-        let members = lights.values.filter { $0[keyPath: key]?.id == rid }.sorted { $0.id < $1.id }
-        return (members, members.first?[keyPath: key]?.name ?? rid)
-    }
-
-    func lights(matching selector: String) -> [String] {
-        let parts = selector.split(separator: ":", maxSplits: 1).map(String.init)
-        let all = lights.values
-        switch (parts.first ?? "", parts.count > 1 ? parts[1] : "") {
-        case ("all", _): return all.map(\.id).sorted()
-        case ("id", let v): return all.filter { $0.id == v }.map(\.id)
-        case ("group_id", let v): return all.filter { $0.group?.id == v }.map(\.id).sorted()
-        case ("location_id", let v): return all.filter { $0.location?.id == v }.map(\.id).sorted()
-        case ("label", let v): return all.filter { $0.label == v }.map(\.id).sorted()
-        case ("group", let v): return all.filter { $0.group?.name == v }.map(\.id).sorted()
-        case ("location", let v): return all.filter { $0.location?.name == v }.map(\.id).sorted()
-        default: return []
-        }
-    }
-
-    func sceneLights(_ s: LIFXScene) -> [String] {
-        Array(Set(s.states.flatMap { lights(matching: $0.selector) })).sorted()
-    }
-
     // MARK: commands
 
-    /// Plans a validated command, applies it optimistically and queues its requests. Returns the tickets
-    /// whose outcomes the command waits for. Everything is checked before anything changes: a refused
-    /// command leaves the state as it was and sends nothing.
-    func plan(_ command: DeviceCommand) async throws -> [Int] {
+    /// Plans a validated command, applies it to the model at once and hands each light's part to the transport
+    /// that reaches it (LAN parts first: their first datagram leaves now), then publishes the new state.
+    /// Returns what the command waits for. Everything is checked before anything changes: a refused command
+    /// leaves the state as it was and sends nothing.
+    func plan(_ command: DeviceCommand) async throws -> [@Sendable () async throws -> Void] {
         if command.deviceID.hasPrefix("scene_") { return [try await activate(command)] }
-        let t = try target(command.deviceID)
-        // Fields only the LAN path drives (declared on LAN lights with the feature): checked here, sent below.
+        if let (serial, part) = LIFXCeilingPart.parse(command.deviceID) { return try await plan(command, part, of: serial) }
+        let now = clock.now()
+        let t = try home.target(command.deviceID)
         var fields = command.fields
-        let lanOnly = LANFields(zones: fields.removeValue(forKey: "zones"), infrared: fields.removeValue(forKey: "infrared"),
-                                cleanCycle: fields.removeValue(forKey: "clean_cycle"), cleanDuration: fields.removeValue(forKey: "clean_duration"))
-        let members = t.lights.compactMap { lights[$0] }
+        // Fields only the LAN path drives (declared on LAN lights with the feature): checked here, sent below.
+        let lanOnly = LIFXLANFields(zones: fields.removeValue(forKey: "zones"), infrared: fields.removeValue(forKey: "infrared"),
+                                    cleanCycle: fields.removeValue(forKey: "clean_cycle"), cleanDuration: fields.removeValue(forKey: "clean_duration"))
+        let members = t.lights.compactMap { home.lights[$0] }
         let plan = fields.keys.contains(where: { $0 != "transition" }) || lanOnly.isEmpty
             ? try LIFXCommandPlanner.plan(fields, target: t, members: members, defaultTransition: settings.defaultTransition)
             : LIFXCommandPlanner.Plan()
         let duration = fields["transition"]?.doubleValue ?? settings.defaultTransition
-        var extra: (id: String, light: LIFXLight, clean: (on: Bool, seconds: Int)?, notes: [String])?
-        if !lanOnly.isEmpty { extra = try planLAN(lanOnly, target: t, after: plan) }
-        // Lights found on the LAN are commanded over the LAN; the rest over the cloud.
-        let lanIDs = t.lights.filter(onLAN)
-        let cloudIDs = t.lights.filter { !onLAN($0) }
-        if !cloudIDs.isEmpty && http == nil {
-            throw AdapterError(settings.lan.enabled && (settings.token ?? "").isEmpty
+        let extra = lanOnly.isEmpty ? nil : try home.planLAN(lanOnly, target: t, after: plan, onLAN: { self.lan != nil && self.home.onLAN($0, now: now) })
+        // Lights the LAN reaches are commanded over the LAN; the rest over the cloud.
+        let lanIDs = lan == nil ? [] : t.lights.filter { home.onLAN($0, now: now) }
+        let cloudIDs = t.lights.filter { !lanIDs.contains($0) }
+        if !cloudIDs.isEmpty && cloud == nil {
+            throw AdapterError(settings.lan.enabled && !settings.cloudEnabled
                 ? "\(t.label) is not reachable on the LAN (and no lifx.token is set)" : "the LIFX cloud is not connected")
         }
-        // An effect a string named (the core passes effect strings through) that no light of the target runs.
-        if let e = plan.effect, !members.contains(where: { Self.runs(e, $0) }) {
-            let names = LIFXCommandPlanner.effectNames(multizone: members.contains { $0.caps.hasMultizone }, matrix: members.contains { $0.caps.hasMatrix })
-            throw AdapterError("effect \(e.name): \(t.label) cannot run it (its effects: \(names.joined(separator: ", ")))")
+        if let e = plan.effect {
+            // An effect a string named (the core passes effect strings through) that no light of the target runs.
+            if !members.contains(where: { LIFXHome.runs(e, $0) }) {
+                throw AdapterError("effect \(e.name): \(t.label) cannot run it (its effects: \(LIFXCommandPlanner.effectNames(for: members).joined(separator: ", ")))")
+            }
+            if e.name == "sky", !cloudIDs.isEmpty {
+                throw AdapterError("effect sky: goes over the LAN only, and \(t.label) is not reachable on the LAN now")
+            }
         }
         for note in plan.notes + (extra?.notes ?? []) { await context?.log(.info, note, deviceID: command.deviceID) }
-        var tickets: [Int] = []
+        var parts: [String: LIFXLANPart] = [:]
+        var cloudOps: [LIFXOp] = []
         var touched: Set<String> = []
         let cloudSelector = lanIDs.isEmpty ? t.selector : cloudIDs.map { "id:\($0)" }.joined(separator: ",")
         for kind in plan.kinds {
             switch kind {
             case .set, .delta:
-                let previous = apply(to: t.lights, &touched) { l in
+                let previous = home.apply(to: t.lights) { l in
                     if case .set(let s) = kind { l.apply(s) } else if case .delta(let d) = kind { l.apply(d) }
                 }
+                touched.formUnion(t.lights)
                 var d = duration
                 if case .set(let s) = kind { d = s.duration } else if case .delta(let x) = kind { d = x.duration }
-                for id in lanIDs { tickets.append(lanCommand(id, duration: d)) }
+                for id in lanIDs { parts[id, default: LIFXLANPart()].duration = d }
                 if !cloudIDs.isEmpty {
-                    var op = LIFXOp(kind: kind, selector: cloudSelector, lights: cloudIDs, label: t.label)
-                    op.previous = previous.filter { cloudIDs.contains($0.key) }
-                    tickets.append(enqueue(op))
+                    cloudOps.append(op(kind, cloudSelector, cloudIDs, t.label, previous: previous.filter { cloudIDs.contains($0.key) }))
                 }
             case .effect:
                 // The effect's own colour (from_color) is set at once, unless a change before it set a transition.
                 let changed = plan.kinds.contains { if case .effect = $0 { return false }; return true }
-                for id in lanIDs where applyEffect(plan.effect!, to: id) {
+                for id in lanIDs where home.applyEffect(plan.effect!, to: id) {
                     touched.insert(id)
-                    tickets.append(lanCommand(id, duration: changed ? nil : 0, effect: plan.effect))
+                    parts[id, default: LIFXLANPart()].effect = plan.effect
+                    if !changed { parts[id]!.duration = 0 }
                 }
-                if !cloudIDs.isEmpty { tickets.append(enqueue(LIFXOp(kind: kind, selector: cloudSelector, lights: cloudIDs, label: t.label))) }
+                if !cloudIDs.isEmpty { cloudOps.append(op(kind, cloudSelector, cloudIDs, t.label)) }
             default:
-                tickets.append(enqueue(LIFXOp(kind: kind, selector: t.selector, lights: t.lights, label: t.label)))
+                cloudOps.append(op(kind, t.selector, t.lights, t.label))
             }
         }
-        if let extra, var l = lights[extra.id] {
+        if let extra {
             // What planLAN worked out on top of the rest of the command (which is applied by now).
-            l.zones = extra.light.zones
-            l.infrared = extra.light.infrared
-            l.clean = extra.light.clean
-            if plan.kinds.isEmpty { l.on = extra.light.on }
-            lights[extra.id] = l
+            home.edit(extra.id) { l in
+                l.zones = extra.light.zones
+                l.infrared = extra.light.infrared
+                l.clean = extra.light.clean
+                if plan.kinds.isEmpty { l.on = extra.light.on }
+            }
             touched.insert(extra.id)
-            tickets.append(lanCommand(extra.id, duration: duration, clean: extra.clean))
+            parts[extra.id, default: LIFXLANPart()].clean = extra.clean
+            if parts[extra.id]!.duration == nil { parts[extra.id]!.duration = duration }
         }
+        var waits = await submit(parts)
+        waits += await enqueue(cloudOps)
         await publish(touched)
-        return tickets
+        return waits
     }
 
-    /// Whether a light can run an effect (move needs zones, morph and flame a matrix).
-    static func runs(_ e: LIFXEffect, _ l: LIFXLight) -> Bool {
-        switch e.name {
-        case "move": return l.caps.hasMultizone
-        case "morph", "flame": return l.caps.hasMatrix
-        default: return true
+    /// The parts of one command for the LAN's lights, handed over in one call.
+    func submit(_ parts: [String: LIFXLANPart]) async -> [@Sendable () async throws -> Void] {
+        guard !parts.isEmpty, let lan else { return [] }
+        let subs = parts.sorted { $0.key < $1.key }.compactMap { id, p -> LIFXLANSubmission? in
+            guard let l = home.lights[id] else { return nil }
+            return LIFXLANSubmission(serial: id, label: l.label.isEmpty ? id : l.label, want: l.lanWant, duration: p.duration ?? 0,
+                                     effect: p.effect, clean: p.clean, outcome: LIFXOutcome(census))
         }
+        await lan.submit(subs)
+        return subs.map { s in { try await lan.complete(s.serial, s.outcome) } }
     }
 
-    /// `zones`, `infrared`, `clean_cycle`/`clean_duration` of a command, checked against the one LAN light
-    /// they go to; the light as they leave it (on top of the rest of the command, applied later).
-    func planLAN(_ f: LANFields, target t: LIFXTarget, after plan: LIFXCommandPlanner.Plan) throws(AdapterError)
-        -> (id: String, light: LIFXLight, clean: (on: Bool, seconds: Int)?, notes: [String]) {
-        guard t.lights.count == 1, let id = t.lights.first, onLAN(id), var l = lights[id] else {
-            throw AdapterError("zones, infrared and the clean cycle go to one light reached over the LAN")
-        }
-        // The rest of the command first (a brightness for the whole strip, then zones on top).
-        for kind in plan.kinds {
-            if case .set(let s) = kind { l.apply(s) } else if case .delta(let d) = kind { l.apply(d) }
-        }
-        var notes: [String] = []
-        if let z = f.zones {
-            guard var zones = l.zones else { throw AdapterError("the zones of \(t.label) are not read yet; try again in a moment") }
-            notes = try LIFXZone.apply(segments: z.arrayValue ?? [], to: &zones, kelvinRange: l.caps.kelvinRange)
-            l.zones = zones
-            // Like a colour without a state: the light comes on.
-            if plan.kinds.isEmpty { l.on = true }
-        }
-        if let ir = f.infrared?.intValue { l.infrared = ir }
-        var clean: (on: Bool, seconds: Int)?
-        if let c = f.cleanCycle {
-            let on = c == "ON"
-            clean = (on, f.cleanDuration?.intValue ?? 0)
-            var state = l.clean ?? LIFXClean()
-            state.active = on
-            if !on { state.remaining = 0 } else if let s = f.cleanDuration?.intValue, s > 0 { state.remaining = s }
-            l.clean = state
-        } else if f.cleanDuration != nil {
-            throw AdapterError("clean_duration goes with clean_cycle ON (e.g. {\"clean_cycle\": \"ON\", \"clean_duration\": 3600})")
-        }
-        return (id, l, clean, notes)
+    /// The cloud's requests of one command, queued in order in one call.
+    func enqueue(_ ops: [LIFXOp]) async -> [@Sendable () async throws -> Void] {
+        guard !ops.isEmpty else { return [] }
+        let outcomes = ops.map { _ in LIFXOutcome(census) }
+        if let cloud { await cloud.enqueue(Array(zip(ops, outcomes))) } else { for o in outcomes { o.fail("the LIFX cloud is not connected") } }
+        return outcomes.map { o in { try await o.wait() } }
     }
 
-    /// Applies a change to lights now; returns their previous values (for a revert).
-    func apply(to ids: [String], _ touched: inout Set<String>, _ change: (inout LIFXLight) -> Void) -> [String: LIFXLight.Values] {
-        var previous: [String: LIFXLight.Values] = [:]
-        for id in ids {
-            guard var l = lights[id] else { continue }
-            previous[id] = l.values
-            change(&l)
-            lights[id] = l
-            touched.insert(id)
-        }
-        return previous
+    func op(_ kind: LIFXOp.Kind, _ selector: String, _ lights: [String], _ label: String,
+            previous: [String: LIFXLight.Values] = [:]) -> LIFXOp {
+        var o = LIFXOp(kind: kind, selector: selector, lights: lights, previous: previous, label: label)
+        for id in lights { if let l = home.lights[id], !l.label.isEmpty { o.labels[id] = l.label } }
+        return o
     }
 
-    func activate(_ command: DeviceCommand) async throws -> Int {
+    /// A command for a LIFX Ceiling's uplight or downlight: its zones of the matrix (and the power), over the LAN.
+    func plan(_ command: DeviceCommand, _ part: LIFXCeilingPart, of serial: String) async throws -> [@Sendable () async throws -> Void] {
+        guard let l = home.lights[serial], l.caps.isCeiling, l.matrix != nil else {
+            throw AdapterError("the zones of this LIFX Ceiling are not read yet; try again in a moment")
+        }
+        guard lan != nil, home.onLAN(serial, now: clock.now()) else {
+            throw AdapterError("\(l.label)'s \(part.rawValue) is controlled over the LAN only, and the LAN does not reach it now")
+        }
+        let change = try LIFXCeiling.Change(command.fields, kelvinRange: l.caps.kelvinRange)
+        home.edit(serial) { LIFXCeiling.apply(change, to: part, of: &$0) }
+        var p = LIFXLANPart()
+        p.duration = command.fields["transition"]?.doubleValue ?? settings.defaultTransition
+        let waits = await submit([serial: p])
+        await publish([serial])
+        return waits
+    }
+
+    func activate(_ command: DeviceCommand) async throws -> @Sendable () async throws -> Void {
         let uuid = String(command.deviceID.dropFirst("scene_".count))
-        guard let scene = scenes[uuid] else { throw AdapterError("LIFX scene is not known (refresh with bridge/request/devices/refresh)") }
+        guard let scene = home.scenes[uuid] else { throw AdapterError("LIFX scene is not known (refresh with bridge/request/devices/refresh)") }
         let duration = try LIFXCommandPlanner.sceneActivation(command.fields, defaultTransition: settings.defaultTransition)
         var previous: [String: LIFXLight.Values] = [:]
-        var touched: Set<String> = []
         for st in scene.states {
-            for id in lights(matching: st.selector) {
-                if previous[id] == nil { previous[id] = lights[id]!.values }
-                lights[id]!.apply(st.set)
-                touched.insert(id)
+            let ids = home.lights(matching: st.selector)
+            for (id, v) in home.apply(to: ids, { $0.apply(st.set) }) where previous[id] == nil { previous[id] = v }
+        }
+        home.lastActivated[uuid] = Timestamp.rfc3339(Date())
+        let waits = await enqueue([op(.scene(uuid: uuid, duration: duration), "scene_id:\(uuid)", previous.keys.sorted(), scene.name, previous: previous)])
+        await publish(Set(previous.keys))
+        await publishScenes([uuid])
+        return waits[0]
+    }
+
+    // MARK: what the transports say
+
+    func take(_ e: LIFXLAN.Event) async {
+        let now = clock.now()
+        switch e {
+        case .found(let serial, let facts, let reading):
+            await apply(home.lanFound(serial, facts: facts, reading: reading, now: now, wall: Date()))
+        case .read(let serial, let reading, let pending):
+            await apply(home.lanRead(serial, reading, commandPending: pending, now: now, wall: Date()))
+        case .heard(let heard, let m):
+            if let m {
+                metrics.lan = m
+                await reportMetrics()
             }
-        }
-        lastActivated[uuid] = Timestamp.rfc3339(Date())
-        let ticket = enqueue(LIFXOp(kind: .scene(uuid: uuid, duration: duration), selector: "scene_id:\(uuid)", lights: touched.sorted(),
-                                    previous: previous, label: scene.name))
-        await publish(touched)
-        await context?.update(command.deviceID, sceneFields(scene))
-        return ticket
-    }
-
-    func enqueue(_ op: LIFXOp) -> Int {
-        let ticket = queue.enqueue(op)
-        wakeUp?.signal()
-        return ticket
-    }
-
-    /// Restores lights to their own previous values, then re-applies what is still queued for them.
-    func revert(_ previous: [String: LIFXLight.Values]) {
-        guard !previous.isEmpty else { return }
-        for (id, v) in previous { lights[id]?.values = v }
-        for op in queue.unanswered {
-            for id in op.lights where previous[id] != nil {
-                switch op.kind {
-                case .set(let s): lights[id]?.apply(s)
-                case .delta(let d): lights[id]?.apply(d)
-                default: break
-                }
-            }
+            await apply(home.lanHeard(heard, now: now))
+        case .reverted(let serial, let reading):
+            await apply(home.lanReverted(serial, to: reading))
         }
     }
 
-    // MARK: outcomes
-
-    func outcome(_ ticket: Int) async throws {
-        if let r = outcomes.removeValue(forKey: ticket) { try r.get(); return }
-        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in waiters[ticket] = c }
-    }
-
-    func finish(_ tickets: [Int], _ result: Result<Void, AdapterError>) {
-        for t in tickets {
-            if let w = waiters.removeValue(forKey: t) {
-                switch result {
-                case .success: w.resume()
-                case .failure(let e): w.resume(throwing: e)
-                }
-            } else {
-                outcomes[t] = result
-            }
+    func take(_ e: LIFXCloud.Event) async {
+        let now = clock.now()
+        switch e {
+        case .listed(let lights, let scenes, let pending):
+            let first = !cloudHeard
+            cloudHeard = true
+            if let scenes { home.scenes = Dictionary(scenes.map { ($0.uuid, $0) }, uniquingKeysWith: { a, _ in a }) }
+            var c = home.cloudListed(lights, pending: pending, now: now)
+            // Until the first listing nothing was declared: what the LAN found meanwhile is published now.
+            if first { c.touched.formUnion(home.lights.keys) }
+            await apply(c)
+            await publishScenes()
+        case .listingFailed(let consecutive):
+            let first = !cloudHeard
+            cloudHeard = true
+            // Unreachable over the cloud after three failed listings in a row; what the LAN hears stays available.
+            if consecutive >= 3 { await apply(home.cloudUnreachable(now: now)) }
+            if first { await apply(LIFXHome.Changes(relist: true, touched: Set(home.lights.keys))) }
+        case .answered(let reached, let revert, let queued):
+            home.revert(revert, reapplying: queued)
+            var c = LIFXHome.Changes(touched: Set(revert.keys))
+            for (id, ok) in reached.sorted(by: { $0.key < $1.key }) { c.formUnion(home.cloudReached(id, ok, now: now)) }
+            await apply(c)
+        case .metrics(let m):
+            metrics.cloud = m
+            await reportMetrics()
         }
     }
 
-    // MARK: dispatch
-
-    /// Waits until `deadline` on the clock; a `wakeable` wait ends early when a command is queued.
-    func pause(until deadline: MonotonicInstant, wakeable: Bool) async {
-        guard deadline > clock.now() else { return }
-        guard wakeable else {
-            try? await clock.sleep(until: deadline)
-            return
-        }
-        let latch = Latch()
-        wakeUp = latch
-        defer { wakeUp = nil }
-        let clock = self.clock
-        await withTaskGroup(of: Void.self) { g in
-            g.addTask { try? await clock.sleep(until: deadline) }
-            g.addTask { await latch.wait() }
-            await g.next()
-            g.cancelAll()
-        }
+    func apply(_ c: LIFXHome.Changes) async {
+        if !c.removed.isEmpty { await lan?.forget(c.removed) }
+        if c.relist { await declare() }
+        await publish(c.touched)
     }
 
-    /// Sends what is queued, paced (min_interval, retries, the budget), and polls when nothing is.
-    func dispatchLoop() async {
-        while !Task.isCancelled {
-            let now = clock.now()
-            if let at = queue.sendableAt(budgetAllows: budget.readyAt(now, reserve: 0)) {
-                if at > now { await pause(until: at, wakeable: false); continue }
-                await send(queue.takeBatch(now: now))
-                continue
-            }
-            if now >= nextPoll {
-                let at = budget.readyAt(now, reserve: max(2, budget.limit / 5))
-                if at > now { await pause(until: at, wakeable: true); continue }
-                let ok = await pollOnce()
-                pollFailures = ok ? 0 : pollFailures + 1
-                let backoff = min(settings.pollInterval, 2 * pow(2, Double(min(pollFailures, 6))))
-                nextPoll = clock.now().adding(seconds: ok ? settings.pollInterval : backoff)
-                continue
-            }
-            await pause(until: nextPoll, wakeable: true)
-        }
-    }
+    // MARK: publishing
 
-    // MARK: state
-
-    /// Takes a listed light in. Values a queued or in-flight command is changing keep their optimistic
-    /// value until that command is answered; `last_seen` moves only with a real change (or hourly), so
-    /// a steady light publishes nothing.
-    func merge(_ listed: LIFXLight) {
-        var l = listed
-        // A light reached over the LAN keeps what the LAN says (its state, label, capabilities from the
-        // product list, zones…); the cloud adds what the LAN lacks (last_seen, and its group where the LAN has none).
-        if onLAN(l.id), var lan = lights[l.id] {
-            lan.lastSeen = l.lastSeen
-            if lan.group == nil { lan.group = l.group }
-            if lan.location == nil { lan.location = l.location }
-            lights[l.id] = lan
-            return
-        }
-        if let old = lights[l.id], lanDevices[l.id]?.identified == true {
-            // Known on the LAN but silent there past offline_after: the cloud's values and reachability, the
-            // LAN's facts about the product (so its capabilities, and its discovery, stay as they were).
-            l.caps = old.caps
-            l.model = old.model ?? l.model
-            l.firmware = old.firmware
-            l.zones = old.zones
-            l.infrared = old.infrared
-            l.clean = old.clean
-            l.group = old.group ?? l.group
-            l.location = old.location ?? l.location
-        }
-        if let old = lights[l.id] {
-            if queue.changes(light: l.id) { l.values = old.values }
-            var a = old, b = l
-            a.lastSeen = nil; b.lastSeen = nil
-            if a == b, let oldSeen = old.lastSeen.flatMap(Timestamp.parse), let newSeen = l.lastSeen.flatMap(Timestamp.parse),
-               newSeen.timeIntervalSince(oldSeen) < 3600 {
-                l.lastSeen = old.lastSeen
-            }
-        }
-        lights[l.id] = l
-    }
-
-    /// Lists every light, group, location and scene. With a cloud, not before its first listing has come
-    /// (or failed): the first listing is what the core waits for before it refuses commands for devices it
-    /// does not know, and the LAN alone names only its own lights (found by the soak run: a command for a
-    /// cloud light was refused because a LAN light was identified first).
+    /// Lists every light, group, location, Ceiling part and scene. With a cloud, not before its first listing
+    /// has come (or failed): the first listing is what the core waits for before it refuses commands for
+    /// devices it does not know, and the LAN alone names only its own lights.
     func declare() async {
-        let cloud = settings.token.map { !$0.isEmpty } ?? false
-        if cloud && polls == 0 && lastPollError == nil { return }
-        var devices = lights.values.sorted { $0.id < $1.id }.map(lightDescriptor)
-        devices += groupDescriptors()
-        devices += scenes.values.sorted { $0.uuid < $1.uuid }.map(sceneDescriptor)
-        var available: [String: Bool] = [:]
-        for l in lights.values { available[l.id] = l.connected }
-        for d in devices where d.id.hasPrefix("group_") || d.id.hasPrefix("location_") {
-            available[d.id] = (try? target(d.id).lights.contains { lights[$0]?.connected == true }) ?? true
-        }
+        if settings.cloudEnabled && !cloudHeard { return }
+        let (devices, available) = LIFXDescriptors.all(home, settings)
         await context?.setDevices(devices, authoritative: false, available: available)
     }
 
-    /// Publishes the lights' state and availability, and every group or location they belong to.
+    /// The lights' state and availability, and that of every group, location and Ceiling part they are in.
     func publish(_ ids: Set<String>) async {
-        guard let context else { return }
-        var groups: Set<String> = [], locations: Set<String> = []
-        for id in ids.sorted() {
-            guard let l = lights[id] else { continue }
-            await context.update(id, l.fields)
-            await context.setAvailable(id, l.connected)
-            if settings.groups, let g = l.group { groups.insert(g.id) }
-            if settings.locations, let loc = l.location { locations.insert(loc.id) }
-        }
-        for (prefix, refs) in [("group_", groups), ("location_", locations)] {
-            for rid in refs.sorted() {
-                let (members, name) = self.members(prefix, rid)
-                if members.isEmpty { continue }
-                await context.update(prefix + rid, LIFXAggregate.fields(members, name: name))
-                await context.setAvailable(prefix + rid, members.contains(where: \.connected))
-            }
-        }
+        guard !ids.isEmpty else { return }
+        await context?.report(home.reports(ids, groups: settings.groups, locations: settings.locations))
     }
 
-    func sceneFields(_ s: LIFXScene) -> [String: JSONValue] {
-        ["name": .string(s.name), "lights": JSONValue(sceneLights(s).count),
-         "last_activated": lastActivated[s.uuid].map(JSONValue.string) ?? .null]
+    func publishScenes(_ uuids: [String]? = nil) async {
+        let list = (uuids ?? home.scenes.keys.sorted()).compactMap { home.scenes[$0] }
+        await context?.report(list.map { DeviceReport("scene_\($0.uuid)", fields: home.sceneFields($0)) })
     }
 
     func reportMetrics() async {
-        var m: [String: JSONValue] = [:]
-        if http != nil {
-            m = [
-                "rate_limit": budget.metrics(clock.now(), wallNow: Date()), "queue": JSONValue(queue.queue.count),
-                "in_flight": JSONValue(queue.inFlight.count), "merged": JSONValue(queue.merged), "retries": JSONValue(queue.retries),
-                "http_requests": JSONValue(sentRequests),
-            ]
-        }
-        if let lanMetrics { m["lan"] = .object(lanMetrics) }
+        var m = metrics.cloud
+        if settings.lan.enabled { m["lan"] = .object(metrics.lan) }
+        m["outcomes"] = JSONValue(census.count)
         await context?.setMetrics(m)
     }
+}
 
+/// One light's part of a command for the LAN: the transition, a one-shot effect or clean cycle.
+struct LIFXLANPart {
+    var duration: Double?
+    var effect: LIFXEffect?
+    var clean: LIFXCleanRequest?
 }

@@ -93,19 +93,26 @@ enum LIFXCommandPlanner {
     }
 
     /// The options each effect takes (docs/topics.md "LIFX"): breathe and pulse are waveforms on any light;
-    /// move runs on multizone lights, morph and flame on matrix lights (firmware effects).
+    /// move runs on multizone lights, morph and flame on matrix lights, sky on a LIFX Ceiling (firmware effects).
     static let effectOptions: [String: [String]] = [
         "breathe": ["color", "from_color", "period", "cycles", "persist", "power_on", "peak"],
         "pulse": ["color", "from_color", "period", "cycles", "persist", "power_on"],
         "move": ["direction", "period", "cycles", "power_on"],
         "morph": ["period", "duration", "palette", "power_on"],
         "flame": ["period", "duration", "power_on"],
+        "sky": ["sky_type", "cloud_saturation_min", "cloud_saturation_max", "period", "duration", "power_on"],
         "off": ["power_off"],
     ]
 
     /// The effects a light (or a group with such members) can run.
-    static func effectNames(multizone: Bool, matrix: Bool) -> [String] {
-        ["breathe", "pulse"] + (multizone ? ["move"] : []) + (matrix ? ["morph", "flame"] : []) + ["off"]
+    static func effectNames(multizone: Bool, matrix: Bool, sky: Bool = false) -> [String] {
+        ["breathe", "pulse"] + (multizone ? ["move"] : []) + (matrix ? ["morph", "flame"] : []) + (sky ? ["sky"] : []) + ["off"]
+    }
+
+    /// The effects any of these lights runs.
+    static func effectNames(for lights: [LIFXLight]) -> [String] {
+        effectNames(multizone: lights.contains { $0.caps.hasMultizone }, matrix: lights.contains { $0.caps.hasMatrix },
+                    sky: lights.contains { $0.caps.hasSky })
     }
 
     /// `"breathe"` or `{"name": "pulse", "color": "red", "period": 2, "cycles": 3, …}`: the effect with its
@@ -147,6 +154,14 @@ enum LIFXCommandPlanner {
         if case .bool(let b)? = options["power_off"] { e.powerOff = b }
         if let p = options["peak"]?.doubleValue { e.peak = p }
         if case .string(let d)? = options["direction"] { e.forward = d.lowercased() != "backward" }
+        if case .string(let t)? = options["sky_type"] {
+            guard let type = LIFXEffect.SkyType.allCases.first(where: { $0.name == t.lowercased() }) else {
+                throw AdapterError("effect sky: sky_type is sunrise, sunset or clouds, not '\(t.excerpt(40))'")
+            }
+            e.sky.type = type
+        }
+        if let v = options["cloud_saturation_min"]?.intValue { e.sky.saturationMin = UInt8(clamping: v) }
+        if let v = options["cloud_saturation_max"]?.intValue { e.sky.saturationMax = UInt8(clamping: v) }
         if case .array(let list)? = options["palette"] {
             for (i, item) in list.enumerated() {
                 guard case .string(let t) = item else { throw AdapterError("effect palette[\(i)]: expected a colour string") }
@@ -176,7 +191,7 @@ enum LIFXCommandPlanner {
         return e
     }
 
-    static var effectNames: [String] { ["breathe", "pulse", "move", "morph", "flame", "off"] }
+    static var effectNames: [String] { ["breathe", "pulse", "move", "morph", "flame", "sky", "off"] }
 
     /// A scene command: `{"activate": true}` (or ACTIVATE) with an optional transition → its duration.
     static func sceneActivation(_ command: [String: JSONValue], defaultTransition: Double) throws(AdapterError) -> Double {
@@ -203,10 +218,26 @@ struct LIFXEffect: Sendable, Equatable {
     /// morph / flame: seconds to run, nil = until stopped.
     var duration: Double?
     var palette: [LIFXColorChange] = []
+    /// sky: which sky, and how saturated its clouds are (0–255; the Ceiling's defaults 50 and 180).
+    var sky = Sky()
     var cloudBody: [String: JSONValue] = [:]
 
+    enum SkyType: UInt8, CaseIterable, Sendable {
+        case sunrise = 0, sunset = 1, clouds = 2
+        var name: String { "\(self)" }
+    }
+
+    struct Sky: Sendable, Equatable {
+        var type = SkyType.clouds
+        var saturationMin: UInt8 = 50
+        var saturationMax: UInt8 = 180
+    }
+
+    /// Morph without a palette: LIFX's named colours, as the app's default morph cycles through hues.
+    static let morphPalette: [LIFXColorChange] = [0, 36, 60, 120, 180, 250, 280, 325].map { LIFXColorChange(hue: $0, saturation: 1) }
+
     var isWaveform: Bool { name == "breathe" || name == "pulse" }
-    var isFirmware: Bool { name == "move" || name == "morph" || name == "flame" }
+    var isFirmware: Bool { name == "move" || name == "morph" || name == "flame" || name == "sky" }
 
     /// Seconds the effect runs, when it ends by itself.
     var runs: Double? {

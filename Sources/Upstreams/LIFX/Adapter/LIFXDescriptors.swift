@@ -1,7 +1,30 @@
 import SwitchyardCore
 
-/// How LIFX lights, groups, locations and scenes are declared to the core (their fields and capabilities).
-extension LIFXAdapter {
+/// How LIFX lights, groups, locations, Ceiling parts and scenes are declared to the core (their fields and
+/// capabilities), from the model.
+enum LIFXDescriptors {
+    /// Every device, and each one's availability for when it is new.
+    static func all(_ home: LIFXHome, _ settings: LIFXSettings) -> ([DeviceDescriptor], [String: Bool]) {
+        var devices: [DeviceDescriptor] = []
+        var available: [String: Bool] = [:]
+        for l in home.lights.values.sorted(by: { $0.id < $1.id }) {
+            devices.append(light(l, settings))
+            available[l.id] = l.connected
+            if l.caps.isCeiling, l.matrix != nil {
+                for p in LIFXCeilingPart.allCases {
+                    devices.append(part(p, of: l, settings))
+                    available[p.deviceID(l.id)] = l.connected
+                }
+            }
+        }
+        for c in home.collections(groups: settings.groups, locations: settings.locations) {
+            devices.append(collection(c, members: c.members.compactMap { home.lights[$0] }))
+            available[c.key] = home.state(of: c).available
+        }
+        devices += home.scenes.values.sorted { $0.uuid < $1.uuid }.map(scene)
+        return (devices, available)
+    }
+
     static func effectCapability(_ names: [String]) -> Capability {
         Capability("effect", .object([
             Capability("name", .enumeration(names), writable: true),
@@ -16,20 +39,29 @@ extension LIFXAdapter {
             Capability("direction", .enumeration(["forward", "backward"]), writable: true),
             Capability("duration", .number(min: 0.1, max: 86_400 * 365, precision: 1), unit: "s", writable: true),
             Capability("palette", .list(Capability("colour", .text(maxLength: 200), writable: true), maxCount: 16), writable: true),
+            Capability("sky_type", .enumeration(LIFXEffect.SkyType.allCases.map(\.name)), writable: true),
+            Capability("cloud_saturation_min", .integer(min: 0, max: 255), writable: true),
+            Capability("cloud_saturation_max", .integer(min: 0, max: 255), writable: true),
         ], acceptsText: true), writable: true)
     }
 
-    static func lightCapabilities(color: Bool, colorTemp: Bool, effects: [String]) -> [Capability] {
+    static func lightCapabilities(color: Bool, colorTemp: Bool, effects: [String]?) -> [Capability] {
         var caps: [Capability] = [.state(), .brightness()]
         if color { caps.append(.color(acceptsText: true)) }
         if colorTemp || color { caps.append(.colorTemp(minKelvin: 1500, maxKelvin: 9000)) }
         caps.append(.colorMode(color ? ["hs", "color_temp"] : ["color_temp"]))
+        caps.append(.transition())
+        if let effects {
+            caps += [
+                effectCapability(effects),
+                Capability("brightness_step", .integer(min: -100, max: 100), unit: "%", writable: true, readable: false),
+                Capability("color_temp_step", .integer(min: -7500, max: 7500), unit: "K", writable: true, readable: false),
+            ]
+        }
         caps += [
-            .transition(), effectCapability(effects),
-            Capability("brightness_step", .integer(min: -100, max: 100), unit: "%", writable: true, readable: false),
-            Capability("color_temp_step", .integer(min: -7500, max: 7500), unit: "K", writable: true, readable: false),
             Capability("connected", .bool, role: .diagnostic, deviceClass: "connectivity"),
             Capability("label", .text(maxLength: 64), role: .hidden),
+            Capability("via", .text(maxLength: 8), role: .hidden),
         ]
         return caps
     }
@@ -41,19 +73,18 @@ extension LIFXAdapter {
         .color(acceptsText: true), .brightness(), .colorTemp(),
     ], acceptsText: false), writable: true), maxCount: LIFXLANMessage.maxZones), writable: true, role: .hidden)
 
-    func lightDescriptor(_ l: LIFXLight) -> DeviceDescriptor {
-        var caps = Self.lightCapabilities(color: l.caps.hasColor, colorTemp: l.caps.hasVariableColorTemp,
-                                          effects: LIFXCommandPlanner.effectNames(multizone: l.caps.hasMultizone, matrix: l.caps.hasMatrix))
+    static func light(_ l: LIFXLight, _ settings: LIFXSettings) -> DeviceDescriptor {
+        var caps = lightCapabilities(color: l.caps.hasColor, colorTemp: l.caps.hasVariableColorTemp,
+                                     effects: LIFXCommandPlanner.effectNames(for: [l]))
         caps += [
             Capability("group", .text(maxLength: 64), role: .hidden), Capability("location", .text(maxLength: 64), role: .hidden),
             Capability("model", .text(maxLength: 64), role: .hidden), Capability("capabilities", .object([], acceptsText: false), role: .hidden),
             Capability("last_seen", .text(maxLength: 40), role: .diagnostic, deviceClass: "timestamp"),
-            Capability("via", .text(maxLength: 8), role: .hidden),
         ]
         // What only the LAN path drives: a strip's zones, the infrared LEDs, a Clean's HEV cycle.
         if l.via == "lan" {
             if l.caps.hasMultizone {
-                caps += [Self.zonesCapability, Capability("zone_count", .integer(min: 0, max: LIFXLANMessage.maxZones), role: .hidden)]
+                caps += [zonesCapability, Capability("zone_count", .integer(min: 0, max: LIFXLANMessage.maxZones), role: .hidden)]
             }
             if l.caps.hasIR {
                 caps.append(Capability("infrared", .integer(min: 0, max: 100), unit: "%", writable: true, entityName: "Infrared"))
@@ -73,31 +104,25 @@ extension LIFXAdapter {
                                 category: .light, capabilities: caps, swVersion: l.firmware, suggestedArea: l.group?.name)
     }
 
-    func groupDescriptors() -> [DeviceDescriptor] {
-        var out: [DeviceDescriptor] = []
-        for (enabled, prefix, ns, key) in [(settings.groups, "group_", "group/", \LIFXLight.group), (settings.locations, "location_", "location/", \LIFXLight.location)]
-        where enabled {
-            var refs: [String: (LIFXRef, color: Bool, temp: Bool, multizone: Bool, matrix: Bool)] = [:]
-            for l in lights.values.sorted(by: { $0.id < $1.id }) {
-                guard let r = l[keyPath: key] else { continue }
-                let prev = refs[r.id]
-                refs[r.id] = (prev?.0 ?? r, (prev?.color ?? false) || l.caps.hasColor, (prev?.temp ?? false) || l.caps.hasVariableColorTemp,
-                              (prev?.multizone ?? false) || l.caps.hasMultizone, (prev?.matrix ?? false) || l.caps.hasMatrix)
-            }
-            for (rid, v) in refs.sorted(by: { $0.key < $1.key }) {
-                // Effects any member runs (the others are left out of it).
-                var caps = Self.lightCapabilities(color: v.color, colorTemp: v.temp,
-                                                  effects: LIFXCommandPlanner.effectNames(multizone: v.multizone, matrix: v.matrix))
-                caps.append(Capability("lights", .integer(min: 0, max: 10_000), role: .hidden))
-                out.append(DeviceDescriptor(id: prefix + rid, label: v.0.name, namespace: ns,
-                                            model: prefix == "group_" ? "LIFX group" : "LIFX location", manufacturer: "LIFX",
-                                            category: .light, capabilities: caps, suggestedArea: prefix == "group_" ? v.0.name : nil))
-            }
-        }
-        return out
+    /// A Ceiling's uplight or downlight: a light of its own (state, brightness, colour, colour temperature).
+    static func part(_ p: LIFXCeilingPart, of l: LIFXLight, _ settings: LIFXSettings) -> DeviceDescriptor {
+        DeviceDescriptor(id: p.deviceID(l.id), label: "\(l.label) \(p.title)", configuredName: settings.names[l.id].map { "\($0)_\(p.rawValue)" },
+                         model: l.model.map { "\($0) \(p.rawValue)" }, manufacturer: "LIFX", category: .light,
+                         capabilities: lightCapabilities(color: l.caps.hasColor, colorTemp: l.caps.hasVariableColorTemp, effects: nil),
+                         swVersion: l.firmware, suggestedArea: l.group?.name)
     }
 
-    func sceneDescriptor(_ s: LIFXScene) -> DeviceDescriptor {
+    static func collection(_ c: LIFXHome.Collection, members: [LIFXLight]) -> DeviceDescriptor {
+        // Effects any member runs (the others are left out of it).
+        var caps = lightCapabilities(color: members.contains { $0.caps.hasColor }, colorTemp: members.contains { $0.caps.hasVariableColorTemp },
+                                     effects: LIFXCommandPlanner.effectNames(for: members))
+        caps.append(Capability("lights", .integer(min: 0, max: 10_000), role: .hidden))
+        let group = c.kind == .group
+        return DeviceDescriptor(id: c.key, label: c.name, namespace: "\(c.kind.rawValue)/", model: group ? "LIFX group" : "LIFX location",
+                                manufacturer: "LIFX", category: .light, capabilities: caps, suggestedArea: group ? c.name : nil)
+    }
+
+    static func scene(_ s: LIFXScene) -> DeviceDescriptor {
         DeviceDescriptor(id: "scene_\(s.uuid)", label: s.name, namespace: "scene/", model: "LIFX scene", manufacturer: "LIFX",
                          category: .scene, capabilities: [
                             Capability("activate", .bool, writable: true, readable: false), .transition(),
@@ -106,5 +131,4 @@ extension LIFXAdapter {
                             Capability("last_activated", .text(maxLength: 40), role: .hidden),
                          ], bareCommands: ["ACTIVATE": ["activate": true]])
     }
-
 }

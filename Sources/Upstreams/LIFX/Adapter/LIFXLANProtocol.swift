@@ -80,6 +80,7 @@ public enum LIFXLANMessage {
     public static let setColorZones: UInt16 = 501, getColorZones: UInt16 = 502, stateZone: UInt16 = 503, stateMultiZone: UInt16 = 506
     public static let getMultiZoneEffect: UInt16 = 507, setMultiZoneEffect: UInt16 = 508, stateMultiZoneEffect: UInt16 = 509
     public static let extendedSetColorZones: UInt16 = 510, extendedGetColorZones: UInt16 = 511, extendedStateMultiZone: UInt16 = 512
+    public static let tileGet64: UInt16 = 707, tileState64: UInt16 = 711, tileSet64: UInt16 = 715
     public static let tileGetEffect: UInt16 = 718, tileSetEffect: UInt16 = 719, tileStateEffect: UInt16 = 720
 
     /// LightWaveform: the shapes SetWaveformOptional draws.
@@ -186,14 +187,17 @@ public enum LIFXLANMessage {
         return b
     }
 
-    /// TileSetEffect: type 0 = off, 2 = morph, 3 = flame; a palette of up to 16 colours (morph).
-    public static func tileSetEffect(instance: UInt32, type: UInt8, speedMs: UInt32, durationNs: UInt64, palette: [HSBK]) -> [UInt8] {
+    /// TileSetEffect: type 0 = off, 2 = morph, 3 = flame, 5 = sky; up to 8 u32 parameters (sky: its type,
+    /// then the clouds' minimum and maximum saturation); a palette of up to 16 colours (morph).
+    public static func tileSetEffect(instance: UInt32, type: UInt8, speedMs: UInt32, durationNs: UInt64, parameters: [UInt32] = [],
+                                     palette: [HSBK]) -> [UInt8] {
         var b: [UInt8] = [0, 0]
         b.le32(instance)
         b.append(type)
         b.le32(speedMs)
         b.le64(durationNs)
-        b += [UInt8](repeating: 0, count: 8 + 32)
+        b += [UInt8](repeating: 0, count: 8)
+        for i in 0..<8 { b.le32(i < parameters.count ? parameters[i] : 0) }
         let p = palette.prefix(16)
         b.append(UInt8(p.count))
         for c in p { b += c.bytes }
@@ -202,6 +206,25 @@ public enum LIFXLANMessage {
     }
 
     public static let tileGetEffectPayload: [UInt8] = [0, 0]
+
+    /// TileGet64: tile 0, one tile, frame buffer 0, the rectangle from (x, y) `width` zones wide.
+    public static func tileGet64(x: UInt8, y: UInt8, width: UInt8) -> [UInt8] { [0, 1, 0, x, y, width] }
+
+    /// TileSet64: tile 0, one tile, frame buffer 0 from (x, y) `width` zones wide, row by row, with a duration;
+    /// 64 colours (padded).
+    public static func tileSet64(x: UInt8, y: UInt8, width: UInt8, durationMs: UInt32, colors: [HSBK]) -> [UInt8] {
+        var b: [UInt8] = [0, 1, 0, x, y, width]
+        b.reserveCapacity(522)
+        b.le32(durationMs)
+        for c in colors.prefix(64) { b += c.bytes }
+        b += [UInt8](repeating: 0, count: 8 * (64 - min(colors.count, 64)))
+        return b
+    }
+
+    /// TileState64: tile index, rectangle, 64 colours.
+    public static func state64(_ p: [UInt8]) -> [HSBK]? {
+        p.count == 517 ? (0..<64).map { HSBK.read(p, 5 + 8 * $0) } : nil
+    }
 
     /// StateInfrared: the infrared LEDs' level.
     public static func infrared(_ p: [UInt8]) -> UInt16? { p.count == 2 ? p.u16(0) : nil }

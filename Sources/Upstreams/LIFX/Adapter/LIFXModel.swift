@@ -8,10 +8,12 @@ import Glibc
 #endif
 import SwitchyardCore
 
-/// A reference to a LIFX group or location.
+/// A reference to a LIFX group or location: its id (32 hex digits, the LAN's 16 bytes), its name, and
+/// when the device it came from stored that name (`updated_at`, ns; nil from the cloud).
 struct LIFXRef: Sendable, Equatable, Hashable {
     var id: String
     var name: String
+    var updatedAt: UInt64? = nil
 }
 
 struct LIFXCaps: Sendable, Equatable {
@@ -21,6 +23,10 @@ struct LIFXCaps: Sendable, Equatable {
     var hasMultizone = false
     var hasMatrix = false
     var hasHEV = false
+    /// The Ceiling's sky effect (firmware 4.4 on).
+    var hasSky = false
+    /// A LIFX Ceiling: its uplight and downlight are lights of their own.
+    var isCeiling = false
     var minKelvin = 2500
     var maxKelvin = 9000
 
@@ -53,6 +59,10 @@ struct LIFXLight: Sendable, Equatable {
     var zones: [LIFXZone]?
     var infrared: Int?
     var clean: LIFXClean?
+    /// LAN only: a LIFX Ceiling's 64 zones (LIFXCeiling), and the level a part had before it was turned off
+    /// while the other stayed lit (by part name).
+    var matrix: [LIFXZone]?
+    var partLevels: [String: Int] = [:]
 
     /// The values a command can change (what a revert restores).
     struct Values: Sendable, Equatable {
@@ -107,7 +117,7 @@ struct LIFXLight: Sendable, Equatable {
         guard let j, case .string(let id) = j["id"] else { return nil }
         var name = id
         if case .string(let n) = j["name"] { name = n }
-        return LIFXRef(id: id, name: name)
+        return LIFXRef(id: id.lowercased(), name: name)
     }
 
     var colorMode: String { saturation == 0 ? "color_temp" : "hs" }

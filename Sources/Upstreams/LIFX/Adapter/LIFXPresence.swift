@@ -60,6 +60,17 @@ struct LIFXPresence: Sendable, Equatable {
         return gone.sorted()
     }
 
+    /// The cloud answered a request for the light: it reached it or not.
+    mutating func cloudReached(_ id: String, _ reachable: Bool) {
+        guard lights[id]?.cloudMissed != nil else { return }
+        lights[id]!.cloudConnected = reachable
+    }
+
+    /// The cloud cannot be reached (listings keep failing): nothing it saw counts as reachable through it.
+    mutating func cloudUnreachable() {
+        for id in lights.keys { lights[id]!.cloudConnected = false }
+    }
+
     /// The light answered on the LAN.
     mutating func lanHeard(_ id: String, at now: MonotonicInstant) {
         lights[id, default: Sighting()].lanHeard = now

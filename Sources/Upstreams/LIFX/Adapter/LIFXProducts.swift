@@ -15,6 +15,8 @@ public struct LIFXProduct: Sendable, Equatable {
         public static let hev = Features(rawValue: 64)
         /// A LIFX Switch: relays and buttons, no light.
         public static let relays = Features(rawValue: 128)
+        /// The matrix firmware effect SKY (sunrise, sunset, clouds): LIFX Ceiling from firmware 4.4.
+        public static let sky = Features(rawValue: 256)
     }
 
     /// A change the list makes from a firmware version on.
@@ -42,6 +44,10 @@ public struct LIFXProduct: Sendable, Equatable {
     public var infrared: Bool { features.contains(.infrared) }
     public var hev: Bool { features.contains(.hev) }
     public var isLight: Bool { !features.contains(.relays) }
+    public var sky: Bool { features.contains(.sky) }
+    /// A LIFX Ceiling (8 × 8 matrix: downlight zones 0–62, uplight zone 63).
+    public var ceiling: Bool { Self.ceilings.contains(id) }
+    public static let ceilings: Set<UInt32> = [176, 177]
 
     /// The product as a device running this firmware has it: every upgrade at or below the version applied.
     public func at(firmware: (major: Int, minor: Int)?) -> LIFXProduct {
@@ -61,6 +67,8 @@ public struct LIFXProduct: Sendable, Equatable {
     // MARK: the list
 
     static let wide = 1500...9000
+    /// The Ceiling runs the sky effect from firmware 4.4 (as lifx-emulator 4.11.0 has it: docs/upstreams/lifx-lan.md).
+    static let skyFrom44: [Upgrade] = [Upgrade(major: 4, minor: 4, adds: .sky)]
     /// Firmware 2.80 took these bulbs to 1500 K.
     static let to1500: [Upgrade] = [Upgrade(major: 2, minor: 80, kelvin: 1500...9000)]
     /// A LIFX Z or Beam of the first hardware: extended multizone from 2.77, 1500 K from 2.80.
@@ -130,7 +138,7 @@ public struct LIFXProduct: Sendable, Equatable {
             entry(169, "LIFX A21 1600lm US", c, wide), entry(170, "LIFX A21 1600lm Intl", c, wide),
             entry(171, "LIFX Round Spot US", mx, wide), entry(173, "LIFX Round Path US", mx, wide),
             entry(174, "LIFX Square Path US", mx, wide), entry(175, "LIFX PAR38 US", c, wide),
-            entry(176, "LIFX Ceiling US", mx, wide), entry(177, "LIFX Ceiling Intl", mx, wide),
+            entry(176, "LIFX Ceiling US", mx, wide, skyFrom44), entry(177, "LIFX Ceiling Intl", mx, wide, skyFrom44),
             entry(181, "LIFX Color US", c, wide), entry(182, "LIFX Colour Intl", c, wide),
             entry(185, "LIFX Candle Color US", mx, wide), entry(186, "LIFX Candle Colour Intl", mx, wide),
             entry(187, "LIFX Candle Color US", c, wide), entry(188, "LIFX Candle Colour Intl", c, wide),

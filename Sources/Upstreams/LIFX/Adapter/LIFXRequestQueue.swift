@@ -1,7 +1,7 @@
 import SwitchyardCore
 
 /// One request to the LIFX cloud, queued or on the wire, with what it needs to answer its commands
-/// (their tickets) and to undo its optimistic change (each light's previous values).
+/// (their outcomes) and to undo its optimistic change (each light's previous values).
 struct LIFXOp: Sendable {
     enum Kind: Sendable, Equatable {
         case set(LIFXSet)
@@ -13,8 +13,10 @@ struct LIFXOp: Sendable {
     var selector: String
     var lights: [String]
     var previous: [String: LIFXLight.Values] = [:]
-    var tickets: [Int] = []
+    var outcomes: [LIFXOutcome] = []
     var label: String
+    /// The lights' labels, for the message naming the ones the cloud did not reach.
+    var labels: [String: String] = [:]
     var attempts = 0
 
     var isSet: Bool { if case .set = kind { return true }; return false }
@@ -39,7 +41,6 @@ struct LIFXRequestQueue: Sendable {
     private(set) var retries = 0
     private(set) var lastSend = MonotonicInstant.distantPast
     private(set) var retryAt = MonotonicInstant.distantPast
-    private var nextTicket = 0
 
     init(minInterval: Double, retryDelay: Double) {
         self.minInterval = minInterval
@@ -55,11 +56,12 @@ struct LIFXRequestQueue: Sendable {
     /// Everything not yet answered, queued first.
     var unanswered: [LIFXOp] { queue + inFlight }
 
-    /// Queues an op, merging sets (and deltas) into the latest queued op for the same selector. Returns
-    /// the ticket its command waits on.
-    mutating func enqueue(_ op: LIFXOp) -> Int {
-        nextTicket += 1
-        let ticket = nextTicket
+    /// The lights a queued or in-flight request changes.
+    var lights: Set<String> { Set(unanswered.flatMap(\.lights)) }
+
+    /// Queues an op with the outcome its command waits for, merging sets (and deltas) into the latest
+    /// queued op for the same selector (which then answers both).
+    mutating func enqueue(_ op: LIFXOp, _ outcome: LIFXOutcome) {
         let mine = Set(op.lights)
         if let i = queue.lastIndex(where: { !Set($0.lights).isDisjoint(with: mine) || $0.selector == op.selector }),
            queue[i].selector == op.selector {
@@ -71,16 +73,16 @@ struct LIFXRequestQueue: Sendable {
             }
             if let kind {
                 queue[i].kind = kind
-                queue[i].tickets.append(ticket)
+                queue[i].outcomes.append(outcome)
                 for (id, v) in op.previous where queue[i].previous[id] == nil { queue[i].previous[id] = v }
+                for (id, l) in op.labels { queue[i].labels[id] = l }
                 merged += 1
-                return ticket
+                return
             }
         }
         var op = op
-        op.tickets = [ticket]
+        op.outcomes = [outcome]
         queue.append(op)
-        return ticket
     }
 
     /// When the head of the queue may go, given when the budget allows the next request; nil when empty.

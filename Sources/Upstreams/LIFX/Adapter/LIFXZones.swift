@@ -69,15 +69,17 @@ public struct LIFXZoneAssembler: Sendable {
     public var complete: [LIFXLANMessage.HSBK]? { isComplete ? zones.compactMap { $0 } : nil }
 }
 
-extension Int {
-    func clamped(to r: ClosedRange<Int>) -> Int { Swift.min(Swift.max(self, r.lowerBound), r.upperBound) }
-}
-
 extension LIFXLight {
     /// The light's own colour (hue, saturation, brightness, kelvin) as one value.
     var wholeColour: LIFXZone {
         get { LIFXZone(hue: hue, saturation: saturation, brightness: brightness, kelvin: kelvin) }
         set { hue = newValue.hue; saturation = newValue.saturation; brightness = newValue.brightness; kelvin = newValue.kelvin }
+    }
+
+    /// Takes in what a device reported over the LAN (power and colour), in the user's units.
+    mutating func takeReported(on: Bool, colour: LIFXZone) {
+        self.on = on
+        wholeColour = colour
     }
 }
 

@@ -10,7 +10,9 @@ import Glibc
 /// from the protocol's layouts, independently of the bridge's codec, so that one cannot hide a mistake of
 /// the other. (The tests use a peer we did not write, lifx-emulator.) Every device answers discovery, Get,
 /// version, firmware, label, group, location; colour lights the Sets; strips zones (extended and legacy)
-/// and move; matrix lights morph/flame; IR and HEV lights their messages. Anything else: StateUnhandled.
+/// and move; matrix lights morph/flame; a LIFX Ceiling (176, 177) its 8 × 8 zones (Get64, Set64; the uplight
+/// is the last zone) and, from firmware 4.4, the sky effect; IR and HEV lights their messages. Anything
+/// else: StateUnhandled.
 public final class LIFXLANSimulator: Sendable {
     public struct Device: Sendable {
         public var serial: String
@@ -30,6 +32,10 @@ public final class LIFXLANSimulator: Sendable {
         public var infrared: UInt16 = 0
         public var hevRemaining: UInt32 = 0
         public var effect: UInt8 = 0
+        /// The matrix effect's first parameters (sky: its type, the clouds' minimum and maximum saturation).
+        public var effectParameters: [UInt32] = []
+        /// A Ceiling's 64 zones, row by row (each as `color`); empty for other lights.
+        public var matrix: [[UInt16]] = []
 
         public init(serial: String, label: String, product: UInt32, zones: Int = 0) {
             self.serial = serial
@@ -37,11 +43,16 @@ public final class LIFXLANSimulator: Sendable {
             self.product = product
             // A strip starts as a rainbow, as LIFX's own app shows a new one.
             self.zones = (0..<zones).map { [UInt16(65536 * $0 / max(zones, 1)), 65535, 65535, 3500] }
+            if LIFXLANSimulator.ceilings.contains(product) {
+                // A Ceiling: a warm downlight, a blue uplight, on firmware with the sky effect.
+                matrix = (0..<64).map { $0 == 63 ? [43690, 65535, 32768, 3500] : [0, 0, 52428, 2700] }
+                firmware = (4, 10)
+            }
         }
     }
 
     /// The demo's LAN lights: a bulb, a LIFX Z strip of 16 zones (group Study), a Candle (matrix), a Night Vision
-    /// bulb (infrared) and a Clean (HEV).
+    /// bulb (infrared), a Clean (HEV) and a Ceiling (uplight and downlight).
     public static func demoDevices() -> [Device] {
         var strip = Device(serial: "d073d5100002", label: "Shelf Strip", product: 32, zones: 16)
         strip.group = "Study"
@@ -52,6 +63,7 @@ public final class LIFXLANSimulator: Sendable {
             Device(serial: "d073d5100003", label: "Candle", product: 57),
             Device(serial: "d073d5100004", label: "Porch", product: 29),
             Device(serial: "d073d5100005", label: "Clean", product: 90),
+            Device(serial: "d073d5100006", label: "Living Ceiling", product: 176),
         ].map { d in
             var d = d
             d.location = LIFXCloudSimulator.demoHome.name
@@ -182,6 +194,7 @@ public final class LIFXLANSimulator: Sendable {
                 case 102 where payload.count == 13:
                     dev.color = (0..<4).map { le16(payload, 1 + 2 * $0) }
                     if !dev.zones.isEmpty { dev.zones = dev.zones.map { _ in dev.color } }
+                    if !dev.matrix.isEmpty { dev.matrix = dev.matrix.map { _ in dev.color } }
                     if res { answer.append(reply(107, before)) }
                 case 117 where payload.count == 6, 21 where payload.count >= 2:
                     dev.power = le16(payload, 0) > 0 ? 65535 : 0
@@ -213,9 +226,31 @@ public final class LIFXLANSimulator: Sendable {
                         let colors = (0..<82).flatMap { $0 < n ? dev.zones[start + $0].flatMap(u16) : [UInt8](repeating: 0, count: 8) }
                         answer.append(reply(512, u16(UInt16(dev.zones.count)) + u16(UInt16(start)) + [UInt8(n)] + colors))
                     }
+                case 707 where payload.count == 6 && !dev.matrix.isEmpty:
+                    // Get64: the rectangle (x, y, width) of frame buffer 0, row by row, 64 colours.
+                    let (x, y, w) = (Int(payload[3]), Int(payload[4]), max(Int(payload[5]), 1))
+                    var colors: [UInt8] = []
+                    for i in 0..<64 {
+                        let (cx, cy) = (x + i % w, y + i / w)
+                        colors += cx < 8 && cy < 8 ? dev.matrix[cy * 8 + cx].flatMap(u16) : [UInt8](repeating: 0, count: 8)
+                    }
+                    answer.append(reply(711, [payload[0], 0, payload[3], payload[4], payload[5]] + colors))
+                case 715 where payload.count == 522 && !dev.matrix.isEmpty:
+                    // Set64: the colours fill the rectangle row by row; what falls outside the 8 × 8 tile is dropped.
+                    let (x, y, w) = (Int(payload[3]), Int(payload[4]), max(Int(payload[5]), 1))
+                    for i in 0..<64 {
+                        let (cx, cy) = (x + i % w, y + i / w)
+                        if cx < 8 && cy < 8 { dev.matrix[cy * 8 + cx] = (0..<4).map { le16(payload, 10 + 8 * i + 2 * $0) } }
+                    }
                 case 718 where Self.matrixProducts.contains(dev.product):
                     answer.append(reply(720, [0] + u32(1) + [dev.effect] + [UInt8](repeating: 0, count: 181)))
-                case 719 where payload.count == 188 && Self.matrixProducts.contains(dev.product): dev.effect = payload[6]
+                case 719 where payload.count == 188 && Self.matrixProducts.contains(dev.product):
+                    // Sky (5) only on a Ceiling from firmware 4.4; anything else is acknowledged and ignored.
+                    let sky = payload[6] == 5
+                    if !sky || (Self.ceilings.contains(dev.product) && (dev.firmware.major, dev.firmware.minor) >= (4, 4)) {
+                        dev.effect = payload[6]
+                        dev.effectParameters = (0..<3).map { le32(payload, 27 + 4 * $0) }
+                    }
                 default:
                     if !Self.sets.contains(type) || answer.isEmpty { answer = [reply(223, u16(type))] }
                 }
@@ -226,7 +261,8 @@ public final class LIFXLANSimulator: Sendable {
         }
     }
 
-    static let sets: Set<UInt16> = [21, 102, 117, 119, 122, 143, 501, 508, 510, 719]
+    static let sets: Set<UInt16> = [21, 102, 117, 119, 122, 143, 501, 508, 510, 715, 719]
+    static let ceilings: Set<UInt32> = [176, 177]
     static let matrixProducts: Set<UInt32> = [55, 57, 68, 137, 138, 171, 173, 174, 176, 177, 185, 186, 215, 216, 217, 218]
 
     func stateBytes(_ d: Device) -> [UInt8] { d.color.flatMap(u16) + [0, 0] + u16(d.power) + label(d.label) + [UInt8](repeating: 0, count: 8) }
