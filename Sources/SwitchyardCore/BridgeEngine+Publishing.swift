@@ -213,9 +213,7 @@ extension BridgeEngine {
     /// that comes back after every retained config the broker sends for that subscription.
     func maybeSweep() {
         guard settings.discovery, connectedOnce, !stopped, case .waiting = sweep, entries.values.allSatisfy(\.settled) else { return }
-        var bytes = [UInt8](repeating: 0, count: 8)
-        for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255) }
-        let nonce = bytes.hexString
+        let nonce = randomHex(bytes: 8)
         sweep = .collecting(nonce: nonce, found: [])
         updateSubscriptions(force: true)
         transport.publish(sweepTopic, Array(nonce.utf8), qos: 1, retain: false)

@@ -60,10 +60,7 @@ final class ConsoleAuth: Sendable {
 
     /// A new session after a good login: its cookie header.
     func newSession() -> String {
-        var bytes = [UInt8](repeating: 0, count: 32)
-        var rng = SystemRandomNumberGenerator()
-        for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255, using: &rng) }
-        let value = bytes.hexString
+        let value = randomHex(bytes: 32)
         sessions.withLock { s in
             if s.count >= Self.maxSessions { s.removeFirst(s.count - Self.maxSessions + 1) }
             s.append(Array(value.utf8))

@@ -59,8 +59,7 @@ final class ConsoleClient: Sendable {
         self.auth = auth
         self.channel = channel
         self.limits = limits
-        var rng = SystemRandomNumberGenerator()
-        nonce = (0..<8).map { _ in UInt8.random(in: 0...255, using: &rng) }.hexString
+        nonce = randomHex(bytes: 8)
         (wake, poke) = feed.register(id)
     }
 

@@ -272,4 +272,11 @@ import Foundation
         #expect(" \n ".trimmingWhitespace() == "")
         #expect("a b".trimmingWhitespace() == "a b")
     }
+
+    @Test func randomHexHasTwoDigitsPerByteAndDiffers() {
+        let a = randomHex(bytes: 16), b = randomHex(bytes: 16)
+        #expect(a.utf8.count == 32 && a.utf8.allSatisfy { hexDigits.contains($0) })
+        #expect(a != b)
+        #expect(randomHex(bytes: 0) == "")
+    }
 }
