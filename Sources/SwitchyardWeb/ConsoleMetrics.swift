@@ -20,8 +20,6 @@ final class ConsoleMetrics: Sendable {
     }
     let totals = Locked(Totals())
 
-    static let statuses = ["starting", "running", "disabled", "error"]
-
     init() {
         var f = PrometheusMetricsFactory(registry: registry)
         f.durationHistogramBuckets["switchyard_command_duration_seconds"] = [
@@ -107,14 +105,7 @@ final class ConsoleMetrics: Sendable {
         gauge("switchyard_mqtt_outbox_event_bytes").record(s.outboxEventBytes)
         for a in e.adapters {
             let l = [("adapter", a.id)]
-            let now: String
-            switch a.status {
-            case .starting: now = "starting"
-            case .running: now = "running"
-            case .disabled: now = "disabled"
-            case .error: now = "error"
-            }
-            for st in Self.statuses { gauge("switchyard_adapter_status", l + [("status", st)]).record(st == now ? 1 : 0) }
+            for st in AdapterStatus.kinds { gauge("switchyard_adapter_status", l + [("status", st)]).record(st == a.status.kind ? 1 : 0) }
             gauge("switchyard_adapter_devices", l).record(a.devices)
             gauge("switchyard_adapter_queue_bytes", l).record(a.queuedBytes)
             total("switchyard_upstream_requests_total", l, a.requests)

@@ -261,8 +261,7 @@ public final class ConsoleService: Service, Sendable {
         for a in e.adapters {
             switch a.status {
             case .running, .disabled: break
-            case .starting: reasons.append("\(a.id): starting")
-            case .error: reasons.append("\(a.id): error")
+            case .starting, .error: reasons.append("\(a.id): \(a.status.kind)")
             }
         }
         return reasons

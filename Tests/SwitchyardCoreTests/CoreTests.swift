@@ -273,6 +273,12 @@ import Foundation
         #expect("a b".trimmingWhitespace() == "a b")
     }
 
+    @Test func anAdapterStatusIsNamedOnce() {
+        let all: [AdapterStatus] = [.starting, .running, .disabled("no radio"), .error("refused")]
+        #expect(all.map(\.kind) == AdapterStatus.kinds)
+        #expect(all.map(\.description) == ["starting", "running", "disabled: no radio", "error: refused"])
+    }
+
     @Test func randomHexHasTwoDigitsPerByteAndDiffers() {
         let a = randomHex(bytes: 16), b = randomHex(bytes: 16)
         #expect(a.utf8.count == 32 && a.utf8.allSatisfy { hexDigits.contains($0) })
