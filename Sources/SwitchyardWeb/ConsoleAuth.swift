@@ -126,12 +126,8 @@ final class ConsoleAuth: Sendable {
         return origin == "http://\(host)" || origin == "https://\(host)"
     }
 
-    /// The name part of a Host header (`127.0.0.1:9180` → `127.0.0.1`, `[::1]:9180` → `::1`).
+    /// The name part of a Host header (`127.0.0.1:9180` → `127.0.0.1`, `[::1]:9180` → `::1`); nil when malformed.
     static func hostName(_ host: String) -> String? {
-        if host.hasPrefix("[") {
-            guard let close = host.firstIndex(of: "]") else { return nil }
-            return String(host[host.index(after: host.startIndex)..<close])
-        }
-        return String(host.split(separator: ":", maxSplits: 1).first ?? "")
+        SwitchyardConfig.Web.splitHostPort(host).map { String($0.host) }
     }
 }
