@@ -384,21 +384,15 @@ public actor BridgeEngine {
     /// most `drainTimeout`); whatever it did not answer is answered with an error once it has stopped.
     func stopAdapter(_ entry: AdapterEntry, drain: Bool) async {
         entry.hosted.queue.finish()
-        if drain { await Self.wait(for: entry.hosted.drained, atMost: settings.drainTimeout, clock: clock) }
+        if drain {
+            let drained = entry.hosted.drained
+            await firstResult(of: { await drained.wait() }, within: settings.drainTimeout, clock: clock, otherwise: ())
+        }
         entry.stopping = true
         entry.hosted.stop.signal()
         await entry.hosted.stopped.wait()
         answerLeftovers(adapterID: entry.adapter.id, generation: entry.generation,
                         "adapter '\(entry.adapter.id)' stopped before the command was carried out")
-    }
-
-    nonisolated static func wait(for latch: Latch, atMost seconds: Double, clock: any BridgeClock) async {
-        await withTaskGroup(of: Void.self) { g in
-            g.addTask { await latch.wait() }
-            g.addTask { try? await clock.sleep(seconds: seconds) }
-            await g.next()
-            g.cancelAll()
-        }
     }
 
     /// Clean shutdown (design.md §11): `offline` on every device availability topic and every mirror's.

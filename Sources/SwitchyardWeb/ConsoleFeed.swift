@@ -234,21 +234,13 @@ public final class ConsoleFeed: EngineObserver, Sendable {
         let (answers, continuation) = AsyncStream.makeStream(of: JSONValue.self, bufferingPolicy: .bufferingNewest(1))
         state.withLock { $0.awaiting[transaction] = continuation }
         await send()
-        return await withTaskGroup(of: JSONValue?.self) { g in
-            g.addTask {
-                for await a in answers { return a }
-                return nil
-            }
-            g.addTask {
-                try? await Task.sleep(for: .seconds(timeout))
-                return nil
-            }
-            let first = await g.next() ?? nil
-            state.withLock { $0.awaiting[transaction] = nil }
-            continuation.finish()
-            g.cancelAll()
-            return first
-        }
+        let first = await firstResult(of: { () -> JSONValue? in
+            for await a in answers { return a }
+            return nil
+        }, within: timeout, otherwise: nil)
+        state.withLock { $0.awaiting[transaction] = nil }
+        continuation.finish()
+        return first
     }
 
     var retainedCount: Int { state.withLock { $0.retained.count } }

@@ -267,20 +267,20 @@ public final class ConsoleService: Service, Sendable {
         return reasons
     }
 
-    /// Whether the engine's actor answers within `seconds` (a wedged core fails `/livez`).
+    /// Whether the engine's actor answers within `seconds` (a wedged core fails `/livez`). The question
+    /// goes to the actor from a task of its own: a call into a wedged actor cannot be cancelled, so as a
+    /// child of the race it would hold the probe up exactly when it must answer. Only the wait is raced.
     static func answers(_ engine: BridgeEngine, within seconds: Double) async -> Bool {
-        let once = Locked<CheckedContinuation<Bool, Never>?>(nil)
-        return await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
-            once.withLock { $0 = c }
-            Task {
-                let alive = await engine.isAlive()
-                once.withLock { $0.take() }?.resume(returning: alive)
-            }
-            Task {
-                try? await Task.sleep(for: .seconds(seconds))
-                once.withLock { $0.take() }?.resume(returning: false)
-            }
+        let answered = Latch(), alive = Locked(false)
+        Task {
+            let yes = await engine.isAlive()
+            alive.withLock { $0 = yes }
+            answered.signal()
         }
+        return await firstResult(of: {
+            await answered.wait()
+            return alive.withLock { $0 }
+        }, within: seconds, otherwise: false)
     }
 }
 
