@@ -43,6 +43,9 @@ public actor BridgeEngine {
     struct Reply: Sendable {
         /// The engine's number for the command (the key of `awaiting`).
         let ticket: UInt64
+        /// The adapter it was routed to, and when: its outcome is reported from these (`EngineObservers`).
+        let adapter: String
+        let routedAt: MonotonicInstant
         let topic: String
         let transaction: JSONValue?
         let resultTopic: String
@@ -159,7 +162,7 @@ public actor BridgeEngine {
     var replacingAdapters = false
     var replacementQueue: [CheckedContinuation<Void, Never>] = []
     var nextTicket: UInt64 = 0
-    let observers = EngineObservers()
+    nonisolated let observers = EngineObservers()
     let childJobs: AsyncStream<ChildJob>
     let childJobQueue: AsyncStream<ChildJob>.Continuation
 
@@ -454,8 +457,8 @@ public actor BridgeEngine {
             if let entry = entries[adapter] { enqueue(entry, .mirror(path: path, payload: m.payload, topic: topic)) }
         case .command(let adapter, let command, let topic, let transaction, let resultTopic):
             nextTicket += 1
-            observers.commandRouted(nextTicket, adapter: adapter, at: clock.now())
-            let reply = Reply(ticket: nextTicket, topic: topic, transaction: transaction, resultTopic: resultTopic)
+            let reply = Reply(ticket: nextTicket, adapter: adapter, routedAt: clock.now(), topic: topic, transaction: transaction,
+                              resultTopic: resultTopic)
             if let entry = entries[adapter] { enqueue(entry, .command(command, reply)) }
         case .refresh(let adapter, let deviceID, let topic):
             if let entry = entries[adapter] { enqueue(entry, .refresh(deviceID: deviceID, topic: topic)) }
@@ -521,7 +524,7 @@ public actor BridgeEngine {
     func refuse(_ work: AdapterWork, _ message: String) {
         switch work {
         case .command(_, let r):
-            observers.commandFinished(r.ticket, ok: false, at: clock.now())
+            observers.commandFinished(r, ok: false, at: clock.now())
             reportError(message, topic: r.topic, transaction: r.transaction, resultTopic: r.resultTopic)
         case .mirror(_, _, let topic), .refresh(_, let topic): reportError(message, topic: topic, transaction: nil, resultTopic: nil)
         }
@@ -536,8 +539,9 @@ public actor BridgeEngine {
     /// The one result of a command: `ok`, or its error (also on bridge/log). A command answered already
     /// (by `answerLeftovers`, when its adapter stopped) only logs.
     func answer(_ r: Reply, error: String?) {
-        observers.commandFinished(r.ticket, ok: error == nil, at: clock.now())
         let first = r.transaction != nil && awaiting.removeValue(forKey: r.ticket) != nil
+        // Its outcome is counted once: a command with a transaction when it leaves `awaiting`.
+        if first || r.transaction == nil { observers.commandFinished(r, ok: error == nil, at: clock.now()) }
         if let error {
             reportError(error, topic: r.topic, transaction: first ? r.transaction : nil, resultTopic: r.resultTopic)
         } else if first, let transaction = r.transaction {
@@ -555,7 +559,9 @@ public actor BridgeEngine {
     /// Carries out one piece of work in arrival order, on the adapter's worker: it calls the adapter itself
     /// (one hop, onto the adapter) and comes to the engine only with something to publish. A command's
     /// outcome is awaited off the queue (the returned closure, run as a child of the worker), so an adapter
-    /// that merges requests (LIFX) sees the next command while the previous one is still on the wire.
+    /// that merges requests (LIFX) sees the next command while the previous one is still on the wire. A
+    /// command that went well without a transaction publishes nothing: the worker reports its outcome to
+    /// the observer itself (`EngineObservers` is behind a lock), with no hop to the engine.
     nonisolated static func carryOut(_ work: AdapterWork, _ h: HostedAdapter, engine: BridgeEngine) async -> (@Sendable () async -> Void)? {
         let adapter = h.adapter, context = h.context
         switch work {
@@ -567,12 +573,18 @@ public actor BridgeEngine {
                 await engine.answer(reply, error: message(of: error, adapter: adapter.id))
                 return nil
             }
-            // A command without a transaction that went well has nothing to publish: no hop to the engine.
-            if pending.isDone && reply.transaction == nil { return nil }
+            if pending.isDone && reply.transaction == nil {
+                engine.observers.commandFinished(reply, ok: true, at: engine.clock.now())
+                return nil
+            }
             return {
                 var failure: String?
                 do { try await pending.wait() } catch { failure = message(of: error, adapter: adapter.id) }
-                if failure != nil || reply.transaction != nil { await engine.answer(reply, error: failure) }
+                if failure != nil || reply.transaction != nil {
+                    await engine.answer(reply, error: failure)
+                } else {
+                    engine.observers.commandFinished(reply, ok: true, at: engine.clock.now())
+                }
             }
         case .mirror(let path, let payload, let topic):
             guard let mirror = adapter as? any MirrorAdapter else { return nil }
