@@ -98,8 +98,8 @@ extension BridgeEngine {
 
     /// A message handed to the engine as if it had come from the broker (the console's controls): routed
     /// and validated by the same `InboundRouter`, answered on the same result and response topics. Never
-    /// retained, never old.
+    /// retained, never old. It runs on the caller's task: the bounds it hits are this bridge's.
     public func submit(topic: String, payload: [UInt8]) {
-        handle(InboundMessage(topic: topic, payload: payload, retain: false, qos: 1))
+        Bounds.$counter.withValue(bounds) { handle(InboundMessage(topic: topic, payload: payload, retain: false, qos: 1)) }
     }
 }

@@ -293,8 +293,13 @@ public actor BridgeEngine {
     /// Replaces adapters after a config reload: each of `start` replaces the running adapter of its id
     /// (which is stopped first, its devices kept until the new listing says otherwise) or starts anew;
     /// the ids in `remove` are stopped and their devices removed. Returns once the old adapters have
-    /// stopped (and released what they held).
+    /// stopped (and released what they held). Runs on the caller's task: the bounds it hits (held
+    /// commands routed again) are this bridge's.
     public func replaceAdapters(start: [any Adapter], remove: Set<String>) async {
+        await Bounds.$counter.withValue(bounds) { await replace(start: start, remove: remove) }
+    }
+
+    func replace(start: [any Adapter], remove: Set<String>) async {
         // One replacement at a time: this one suspends while adapters drain and stop, and a second one
         // meanwhile would find the same old entry and start a second instance beside the first.
         while replacingAdapters { await withCheckedContinuation { replacementQueue.append($0) } }
@@ -629,7 +634,7 @@ public actor BridgeEngine {
 extension BridgeEngine {
     /// SIGHUP: the same as `bridge/request/config/reload`, answered on `bridge/response/config/reload`.
     public func reloadFromSignal() {
-        handleRequest(path: "config/reload", payload: [])
+        Bounds.$counter.withValue(bounds) { handleRequest(path: "config/reload", payload: []) }
     }
 
     /// Answers while the actor is not wedged (for the systemd watchdog).

@@ -67,3 +67,45 @@ final class RecordingObserver: EngineObserver {
         #expect(observer.outcomes.withLock { $0 } == [.init(adapter: "test", ok: false), .init(adapter: "test", ok: false)])
     }
 }
+
+/// The bounds a bridge's work hits are counted in that bridge's counter, whatever task the work comes from.
+@Suite struct EngineBoundsTests {
+    /// A console's command runs `submit` on the console's task, outside the engine's `run`.
+    @Test func aSubmittedCommandsBoundIsTheEnginesNotTheCallers() async throws {
+        let caller = BoundsCounter()
+        try await Bounds.$counter.withValue(caller) { try await InMemoryBridge.with(adapters: [ScriptedAdapter(devices: [ScriptedAdapter.lamp()])]) { bridge in
+            try await bridge.waitForState("test", "lamp")
+            let long = String(repeating: "x", count: CommandParser.maxTransactionBytes + 10)
+            await bridge.engine.submit(topic: "b/test/lamp/set", payload: Array(#"{"state": "ON", "transaction": "\#(long)"}"#.utf8))
+            #expect(bridge.engine.bounds.snapshot["transaction"] == 1)
+        } }
+        #expect(caller.snapshot.isEmpty)
+    }
+
+    /// A reload from another task (the runtime's) removes an adapter that had not listed its devices yet:
+    /// the commands held for it are routed again there, refused, and their errors beyond 100 a second hit
+    /// `error_logs`, this bridge's bound.
+    @Test func aReplacementsBoundsAreTheEngines() async throws {
+        let caller = BoundsCounter()
+        try await Bounds.$counter.withValue(caller) { try await InMemoryBridge.with(adapters: [SilentAdapter()]) { bridge in
+            try await waitUntil("the adapter started", timeout: 10) { await bridge.engine.snapshot().adapters.count == 1 }
+            for i in 0..<(BridgeEngine.errorLogsPerSecond + 20) {
+                await bridge.engine.submit(topic: "b/silent/d\(i)/set", payload: Array("ON".utf8))
+            }
+            #expect(bridge.engine.bounds.snapshot["error_logs"] == nil)
+            await bridge.engine.replaceAdapters(start: [], remove: ["silent"])
+            #expect((bridge.engine.bounds.snapshot["error_logs"] ?? 0) > 0)
+        } }
+        #expect(caller.snapshot.isEmpty)
+    }
+}
+
+/// An adapter that never lists its devices: commands for it are held.
+actor SilentAdapter: Adapter {
+    nonisolated let id = "silent"
+    func run(context: AdapterContext) async throws {
+        while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+    }
+    func perform(_ command: DeviceCommand, context: AdapterContext) async throws {}
+    func refresh(deviceID: String, context: AdapterContext) async throws {}
+}
