@@ -61,7 +61,8 @@ public struct AdapterSnapshot: Sendable, Equatable {
     /// A mirror (Home Assistant): its topics are the upstream's tree, not devices.
     public var mirror: Bool
     public var devices: Int
-    /// Upstream requests and those that failed, since this adapter instance started.
+    /// Upstream requests and those that failed, since the bridge started (a reload's new instance of
+    /// the adapter goes on from the old one's): they only grow.
     public var requests: Int
     public var errors: Int
     public var lastError: String?

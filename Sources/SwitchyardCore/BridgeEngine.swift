@@ -84,7 +84,8 @@ public actor BridgeEngine {
     }
 
     /// The engine's entry for one adapter id: the instance running now, its devices, its status and
-    /// counters for bridge/health, and the commands waiting for it.
+    /// counters for bridge/health (upstream requests and errors since the bridge started: carried to the
+    /// next instance, like the registry), and the commands waiting for it.
     final class AdapterEntry {
         let hosted: HostedAdapter
         var registry: DeviceRegistry
@@ -161,6 +162,9 @@ public actor BridgeEngine {
     /// `replaceAdapters` in progress, and the calls waiting for it.
     var replacingAdapters = false
     var replacementQueue: [CheckedContinuation<Void, Never>] = []
+    /// Upstream requests and errors of adapters a reload removed, for the day their id comes back: an
+    /// adapter's totals only grow.
+    var retiredTotals: [String: (requests: Int, errors: Int)] = [:]
     var nextTicket: UInt64 = 0
     nonisolated let observers = EngineObservers()
     let childJobs: AsyncStream<ChildJob>
@@ -312,6 +316,7 @@ public actor BridgeEngine {
             guard let entry = entries[id] else { continue }
             entry.replacing = true
             await stopAdapter(entry, drain: true)
+            retiredTotals[id] = (entry.requests, entry.errors)
             var out: [RegistryOutput] = []
             entry.registry.removeAll(reason: "adapter removed from config", into: &out)
             emit(out)
@@ -356,6 +361,7 @@ public actor BridgeEngine {
             entry.held = old.held
             entry.heldBytes = old.heldBytes
         }
+        (entry.requests, entry.errors) = old.map { ($0.requests, $0.errors) } ?? retiredTotals.removeValue(forKey: id) ?? (0, 0)
         entries[id] = entry
         if case .terminated = childJobQueue.yield(.host(hosted)) {
             hosted.stopped.signal()   // the engine is stopping: it never runs

@@ -4,9 +4,8 @@ import SwitchyardCore
 
 /// `/metrics` (docs/console.md lists every series): swift-metrics types made by a Prometheus factory over
 /// this console's own registry (no process-wide bootstrap: several bridges can live in one test process).
-/// Figures the bridge keeps as totals (the transport's, each adapter's, the bounds) are read at each scrape
-/// and added as increments, so that a counter never goes backwards, even when an adapter restarts with its
-/// own counts from zero.
+/// Figures the bridge keeps as totals (the transport's, each adapter's, the bounds; each only grows) are
+/// read at each scrape and added as increments.
 final class ConsoleMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
     let factory: PrometheusMetricsFactory
@@ -56,14 +55,14 @@ final class ConsoleMetrics: Sendable {
         cached(name, labels, \.timers) { CoreMetrics.Timer(label: name, dimensions: labels, preferredDisplayUnit: .seconds, factory: factory) }
     }
 
-    /// Adds what a total grew by since the last scrape; a total smaller than before started again from zero
-    /// (an adapter restarted): all of it is new.
+    /// Adds what a total grew by since the last scrape. The engine's totals only grow (an adapter's are
+    /// carried across its restarts): one that did not grow adds nothing.
     func total(_ name: String, _ labels: [(String, String)] = [], _ value: Int) {
         let k = Self.key(name, labels)
         let step = totals.withLock { t -> Int in
             let before = t.last[k] ?? 0
-            t.last[k] = value
-            return value >= before ? value - before : value
+            t.last[k] = max(before, value)
+            return max(0, value - before)
         }
         let c = counter(name, labels)
         if step > 0 { c.increment(by: Int64(step)) }

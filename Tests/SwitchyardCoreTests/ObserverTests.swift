@@ -109,3 +109,42 @@ actor SilentAdapter: Adapter {
     func perform(_ command: DeviceCommand, context: AdapterContext) async throws {}
     func refresh(deviceID: String, context: AdapterContext) async throws {}
 }
+
+/// An adapter that counts `requests` upstream requests (the last `errors` of them failed) when it starts.
+actor CountingAdapter: Adapter {
+    nonisolated let id = "counting"
+    let requests: Int, errors: Int
+    init(requests: Int, errors: Int) {
+        self.requests = requests
+        self.errors = errors
+    }
+    func run(context: AdapterContext) async throws {
+        for i in 0..<requests { await context.recordRequest(error: i >= requests - errors ? "refused" : nil) }
+        await context.setDevices([], authoritative: true)
+        await context.setStatus(.running)
+        while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+    }
+    func perform(_ command: DeviceCommand, context: AdapterContext) async throws {}
+    func refresh(deviceID: String, context: AdapterContext) async throws {}
+}
+
+/// An adapter's upstream totals (bridge/health, the console's counters) only grow: a reload's new
+/// instance goes on from the old one's, and so does one added back after it was removed.
+@Suite struct AdapterTotalsTests {
+    @Test func totalsAreCarriedAcrossInstances() async throws {
+        try await InMemoryBridge.with(adapters: [CountingAdapter(requests: 5, errors: 2)]) { bridge in
+            @Sendable func totals() async -> (Int, Int)? {
+                await bridge.engine.snapshot().adapters.first { $0.id == "counting" }.map { ($0.requests, $0.errors) }
+            }
+            try await waitUntil("the first instance's requests", timeout: 10) { await totals()?.0 == 5 }
+            await bridge.engine.replaceAdapters(start: [CountingAdapter(requests: 3, errors: 1)], remove: [])
+            try await waitUntil("the second instance's requests", timeout: 10) { await totals()?.0 == 8 }
+            #expect(await totals()?.1 == 3)
+            await bridge.engine.replaceAdapters(start: [], remove: ["counting"])
+            #expect(await totals() == nil)
+            await bridge.engine.replaceAdapters(start: [CountingAdapter(requests: 1, errors: 0)], remove: [])
+            try await waitUntil("the third instance's requests", timeout: 10) { await totals()?.0 == 9 }
+            #expect(await totals()?.1 == 3)
+        }
+    }
+}
