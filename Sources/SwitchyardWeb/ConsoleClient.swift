@@ -13,14 +13,21 @@ import SwitchyardCore
 /// (its connection closed, nothing kept for it). The reader takes the page's requests: `sub` (the Home
 /// Assistant mirror's topics or not), `cmd` (a command or bridge request, handed to the engine as if it
 /// came from the broker, answered with its result) and `disc` (a device's discovery configs).
+///
+/// What answers the page's requests is bounded without a timer: the reader reads nothing more while an
+/// answer it made (`disc`, a refusal) waits to be sent, so a page that sends and never reads is pushed
+/// back on by TCP; a command counts against `maxPending` until its answer is sent; and the answers
+/// waiting, in all, past `maxReplyBytes` cut the page off (`Replies`).
 final class ConsoleClient: Sendable {
     struct Limits: Sendable {
         /// Bytes of payloads per `m` frame (a single larger payload goes alone).
         var frameBudget = 64 * 1024
         /// A page's message (a command), at most.
         var maxInbound = 64 * 1024
-        /// Commands a page may have waiting for their results at once.
+        /// Commands a page may have waiting for their results at once (until the answer is sent).
         var maxPending = 32
+        /// Bytes of answers waiting to be sent to the page, at most (past it, the page is cut off).
+        var maxReplyBytes = 2 << 20
         /// A command unanswered this long is answered `timeout` to the page.
         var answerTimeout = 30.0
         /// At most this many frames a second (changes in between go together).
@@ -28,11 +35,42 @@ final class ConsoleClient: Sendable {
         var stallTimeout = 10.0
     }
 
+    /// Frames that answer the page's requests, in order, and what they hold: at most one from the reader
+    /// (which waits for it to be sent) and one per command in flight, `maxBytes` in all.
+    struct Replies {
+        enum Origin { case reader, command }
+        var queue: [(text: String, origin: Origin)] = []
+        var bytes = 0
+        /// Frames the reader made that are not sent yet.
+        var fromReader = 0
+
+        /// False when the frame would take the queue past `maxBytes` (it is not queued).
+        mutating func add(_ text: String, _ origin: Origin, maxBytes: Int) -> Bool {
+            guard bytes + text.utf8.count <= maxBytes else { return false }
+            queue.append((text, origin))
+            bytes += text.utf8.count
+            if origin == .reader { fromReader += 1 }
+            return true
+        }
+
+        /// Everything queued, for the sender; the bytes stay counted until each frame is `sent`.
+        mutating func take() -> [(text: String, origin: Origin)] {
+            defer { queue = [] }
+            return queue
+        }
+
+        mutating func sent(_ frame: (text: String, origin: Origin)) {
+            bytes -= frame.text.utf8.count
+            if frame.origin == .reader { fromReader -= 1 }
+        }
+    }
+
     struct State {
         var mirror = false
         var resubscribe = false
+        /// Commands taken whose answer is not sent yet.
         var pending = 0
-        var direct: [String] = []
+        var replies = Replies()
         var writingSince: ContinuousClock.Instant?
         var nextCommand: UInt64 = 0
         var statusDue = true
@@ -49,6 +87,9 @@ final class ConsoleClient: Sendable {
     let state = Locked(State())
     let wake: AsyncStream<Void>
     let poke: AsyncStream<Void>.Continuation
+    /// Wakes the reader when a frame it made has been sent.
+    let readerWake: AsyncStream<Void>
+    let readerPoke: AsyncStream<Void>.Continuation
 
     init(id: UInt64, feed: ConsoleFeed, engine: BridgeEngine, stats: @escaping @Sendable () -> TransportStats, auth: Bool,
          channel: any Channel, limits: Limits) {
@@ -61,6 +102,7 @@ final class ConsoleClient: Sendable {
         self.limits = limits
         nonce = randomHex(bytes: 8)
         (wake, poke) = feed.register(id)
+        (readerWake, readerPoke) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     /// The page's whole life; returns when it goes, is cut off, or the console stops.
@@ -96,11 +138,18 @@ final class ConsoleClient: Sendable {
         for await _ in wake {
             let gap = ContinuousClock.now - last
             if gap < .seconds(limits.minFrameInterval) { try await Task.sleep(for: .seconds(limits.minFrameInterval) - gap) }
-            let (direct, again, statusDue) = state.withLock { s in
-                defer { s.direct = []; s.resubscribe = false; s.statusDue = false }
-                return (s.direct, s.resubscribe, s.statusDue)
+            let (replies, again, statusDue) = state.withLock { s in
+                defer { s.resubscribe = false; s.statusDue = false }
+                return (s.replies.take(), s.resubscribe, s.statusDue)
             }
-            for d in direct { try await write(out, d) }
+            for r in replies {
+                try await write(out, r.text)
+                state.withLock { s in
+                    s.replies.sent(r)
+                    if r.origin == .command { s.pending -= 1 }
+                }
+                if r.origin == .reader { readerPoke.yield() }
+            }
             if statusDue {
                 let status = await self.status().serialized
                 if status != lastStatus { try await write(out, status) }
@@ -183,12 +232,17 @@ final class ConsoleClient: Sendable {
             }
             let since = state.withLock { $0.writingSince }
             if let since, ContinuousClock.now - since > .seconds(limits.stallTimeout) {
-                feed.metrics.clientCut("slow")
-                engine.bounds.hit("web_slow_client")
-                channel.close(promise: nil)
+                cut("slow", bound: "web_slow_client")
                 throw CancellationError()
             }
         }
+    }
+
+    /// Cuts the page off: its connection closed, nothing kept for it.
+    func cut(_ reason: String, bound: String) {
+        feed.metrics.clientCut(reason)
+        engine.bounds.hit(bound)
+        channel.close(promise: nil)
     }
 
     /// `{"t":"m","m":[[topic,payload],…]}`: payloads as JSON strings (null: a retained topic was cleared).
@@ -232,15 +286,29 @@ final class ConsoleClient: Sendable {
         out.append(UInt8(ascii: "\""))
     }
 
-    /// A frame for the sender to send next (answers to the page's requests).
-    func direct(_ v: JSONValue) {
-        state.withLock { $0.direct.append(v.serialized) }
+    /// An answer to one of the page's requests, for the sender to send next. Past `maxReplyBytes` waiting,
+    /// the page is cut off instead.
+    func reply(_ v: JSONValue, _ origin: Replies.Origin) {
+        let text = v.serialized
+        guard state.withLock({ $0.replies.add(text, origin, maxBytes: limits.maxReplyBytes) }) else {
+            cut("replies", bound: "web_client_replies")
+            return
+        }
         poke.yield()
+    }
+
+    /// The reader's answer: sent before the reader reads the page's next message.
+    func replyAndWait(_ v: JSONValue, _ woken: inout AsyncStream<Void>.Iterator) async throws {
+        reply(v, .reader)
+        while state.withLock({ $0.replies.fromReader > 0 }) {
+            guard await woken.next() != nil else { throw CancellationError() }
+        }
     }
 
     // MARK: reading
 
     func read(_ inbound: WebSocketInboundStream, mirrors: [String]) async throws {
+        var woken = readerWake.makeAsyncIterator()
         try await withThrowingDiscardingTaskGroup { g in
             for try await message in inbound.messages(maxSize: limits.maxInbound) {
                 guard case .text(let text) = message, let m = try? JSONValue.parse(text), case .string(let t)? = m["t"] else { continue }
@@ -258,7 +326,7 @@ final class ConsoleClient: Sendable {
                     let configs = feed.discoveryConfigs(adapter: adapter, deviceID: device).map { (topic, payload) -> JSONValue in
                         [.string(topic), .string(String(decoding: payload, as: UTF8.self))]
                     }
-                    direct(["t": "disc", "id": id, "configs": .array(configs)])
+                    try await replyAndWait(["t": "disc", "id": id, "configs": .array(configs)], &woken)
                 case "cmd":
                     let number = state.withLock { s -> UInt64? in
                         guard s.pending < limits.maxPending else { return nil }
@@ -267,16 +335,16 @@ final class ConsoleClient: Sendable {
                         return s.nextCommand
                     }
                     guard let number else {
-                        direct(["t": "res", "id": id, "status": "error", "error": .string("more than \(limits.maxPending) commands are waiting for their results")])
+                        try await replyAndWait(["t": "res", "id": id, "status": "error",
+                                                "error": .string("more than \(limits.maxPending) commands are waiting for their results")], &woken)
                         continue
                     }
                     g.addTask {
                         let answer = await self.command(m, number: number, mirrors: mirrors)
-                        self.state.withLock { $0.pending -= 1 }
                         var o = answer.objectValue ?? [:]
                         o["t"] = "res"
                         o["id"] = id
-                        self.direct(.object(o))
+                        self.reply(.object(o), .command)
                     }
                 default:
                     continue

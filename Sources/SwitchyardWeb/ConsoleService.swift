@@ -120,7 +120,8 @@ public final class ConsoleService: Service, Sendable {
         static let headerBytes = 16 * 1024
         static let headerCount = 64
         static let idleTimeout: TimeAmount = .seconds(60)
-        static let sendBuffer = 64 * 1024
+        /// A page's socket buffers, each way.
+        static let socketBuffer = 64 * 1024
     }
 
     func makeApplication(_ settings: SwitchyardConfig.Web) throws -> some ApplicationProtocol {
@@ -195,9 +196,11 @@ public final class ConsoleService: Service, Sendable {
                 return
             }
             defer { self.clients.withLock { $0.open -= 1 } }
-            // What a page has not taken is bounded in the kernel too (which would grow the buffer to megabytes
-            // for a reader that stopped).
-            _ = context.requestContext.channel.setOption(ChannelOptions.socketOption(.so_sndbuf), value: SocketOptionValue(Bound.sendBuffer))
+            // What a page has not taken, and what it sent that is not read yet, are bounded in the kernel too
+            // (which would grow the buffers to megabytes for a reader that stopped, or a page not read).
+            let channel = context.requestContext.channel
+            _ = channel.setOption(ChannelOptions.socketOption(.so_sndbuf), value: SocketOptionValue(Bound.socketBuffer))
+            _ = channel.setOption(ChannelOptions.socketOption(.so_rcvbuf), value: SocketOptionValue(Bound.socketBuffer))
             var limits = ConsoleClient.Limits()
             limits.stallTimeout = settings.clientTimeout
             let client = ConsoleClient(id: id, feed: feed, engine: engine, stats: stats, auth: auth.required,
