@@ -31,7 +31,7 @@ public final class ConsoleService: Service, Sendable {
     let continuation: AsyncStream<SwitchyardConfig.Web>.Continuation
     let bound = Locked<String?>(nil)
     let clients = Locked<(open: Int, next: UInt64)>((0, 0))
-    let connections = Connections()
+    let connections: Connections
     let listening: (@Sendable (String) -> Void)?
 
     public init(settings: SwitchyardConfig.Web, engine: BridgeEngine, feed: ConsoleFeed,
@@ -42,6 +42,7 @@ public final class ConsoleService: Service, Sendable {
         self.feed = feed
         self.transportStats = transportStats
         self.logger = logger
+        connections = Connections(bounds: engine.bounds)
         (updates, continuation) = AsyncStream.makeStream(of: SwitchyardConfig.Web.self, bufferingPolicy: .bufferingNewest(1))
     }
 
@@ -116,9 +117,19 @@ public final class ConsoleService: Service, Sendable {
 
     /// Bounds of the server (docs/console.md "Bounds").
     enum Bound {
+        /// Connections at once: the next ones wait to be accepted.
         static let connections = 64
+        /// Connections still waiting for their first request head, at most: a new one beyond closes the
+        /// oldest of them. With the pages (`web.max_clients`, at most 32), this leaves room for a probe.
+        static let waitingForHead = 16
+        /// A connection's first request head is whole within this long of its accept; the next ones within
+        /// this long of the answer before (`keepAlive`). Else the connection is closed.
+        static let headTimeout: TimeAmount = .seconds(10)
+        static let keepAlive: TimeAmount = .seconds(10)
+        /// A request head, at most (and its fields): a longer one is answered 431.
         static let headerBytes = 16 * 1024
         static let headerCount = 64
+        /// Nothing read for this long closes any connection (an open page answers the pings every 30 s).
         static let idleTimeout: TimeAmount = .seconds(60)
         /// A page's socket buffers, each way.
         static let socketBuffer = 64 * 1024
@@ -208,7 +219,7 @@ public final class ConsoleService: Service, Sendable {
             try await client.run(inbound: inbound, outbound: outbound)
         }
         let http = HTTP1Channel.Configuration(
-            idleTimeout: Bound.idleTimeout,
+            idleTimeout: Bound.keepAlive,
             httpDecoderConfiguration: .init(maxHeaderFieldSize: Bound.headerBytes, maxHeaderListSize: Bound.headerBytes,
                                             maxHeaderFieldCount: Bound.headerCount))
         let upgrade = HTTP1WebSocketUpgradeChannel.Configuration(
@@ -287,20 +298,53 @@ public final class ConsoleService: Service, Sendable {
     }
 }
 
-/// Every connection of the console: closed together when it stops.
+/// Every connection of the console: closed together when it stops. Those still waiting for their first
+/// request head are at most `Bound.waitingForHead`: a new connection beyond that closes the oldest of them,
+/// so that peers that never finish a head cannot hold every connection (and `/livez` up).
 final class Connections: Sendable {
-    let open = Locked<[ObjectIdentifier: any Channel]>([:])
+    struct Entry {
+        let channel: any Channel
+        let number: UInt64
+        var waiting = true
+    }
+    struct State {
+        var open: [ObjectIdentifier: Entry] = [:]
+        var next: UInt64 = 0
+    }
+    let state = Locked(State())
+    let bounds: BoundsCounter
+
+    init(bounds: BoundsCounter) { self.bounds = bounds }
+
     func add(_ channel: any Channel) {
         let id = ObjectIdentifier(channel)
-        open.withLock { $0[id] = channel }
-        channel.closeFuture.whenComplete { [open] _ in open.withLock { _ = $0.removeValue(forKey: id) } }
+        let oldest = state.withLock { s -> (any Channel)? in
+            s.next += 1
+            s.open[id] = Entry(channel: channel, number: s.next)
+            let waiting = s.open.values.filter(\.waiting)
+            guard waiting.count > ConsoleService.Bound.waitingForHead, let oldest = waiting.min(by: { $0.number < $1.number }) else { return nil }
+            s.open[ObjectIdentifier(oldest.channel)]?.waiting = false
+            return oldest.channel
+        }
+        channel.closeFuture.whenComplete { [state] _ in state.withLock { _ = $0.open.removeValue(forKey: id) } }
+        if let oldest {
+            bounds.hit("web_head_waiting")
+            oldest.close(promise: nil)
+        }
     }
-    func closeAll() { for c in open.withLock({ Array($0.values) }) { c.close(promise: nil) } }
+
+    /// The connection's first request head has come whole.
+    func headDone(_ channel: any Channel) {
+        state.withLock { $0.open[ObjectIdentifier(channel)]?.waiting = false }
+    }
+
+    func closeAll() { for c in state.withLock({ $0.open.values.map(\.channel) }) { c.close(promise: nil) } }
 }
 
-/// A connection as the console takes it: registered (so that stopping closes it), closed when nothing has
-/// been read from it for 60 s (a request head that never ends; an open page answers the pings every 30 s)
-/// and when its request cannot be parsed (a head over the bounds).
+/// A connection as the console takes it: registered (so that stopping closes it, and so that it gives way
+/// while it waits for its first head), its first request head whole within `Bound.headTimeout` of the
+/// accept and within `Bound.headerBytes`, closed when nothing has been read from it for
+/// `Bound.idleTimeout` (`HeadGuard`), and answered 431 or 400 when a head cannot be parsed (`CloseHandler`).
 struct GuardedChannel<Base: ServerChildChannel>: ServerChildChannel {
     typealias Value = Base.Value
     let base: Base
@@ -308,12 +352,14 @@ struct GuardedChannel<Base: ServerChildChannel>: ServerChildChannel {
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
-            try channel.pipeline.syncOperations.addHandlers([IdleStateHandler(readTimeout: .seconds(60)), CloseHandler()])
+            try channel.pipeline.syncOperations.addHandlers([IdleStateHandler(readTimeout: ConsoleService.Bound.idleTimeout),
+                                                             HeadGuard(connections: connections)])
             connections.add(channel)
         }.flatMap {
             base.setup(channel: channel, logger: logger)
         }.flatMapThrowing { value in
-            try channel.pipeline.syncOperations.addHandler(CloseHandler())
+            let guardian = try channel.pipeline.syncOperations.handler(type: HeadGuard.self)
+            try channel.pipeline.syncOperations.addHandler(CloseHandler(guardian: guardian))
             return value
         }
     }
@@ -321,14 +367,115 @@ struct GuardedChannel<Base: ServerChildChannel>: ServerChildChannel {
     func handle(value: Value, logger: Logger) async { await base.handle(value: value, logger: logger) }
 }
 
-/// Closes its connection on a read timeout or a request that cannot be parsed.
-final class CloseHandler: ChannelInboundHandler, RemovableChannelHandler, Sendable {
-    typealias InboundIn = NIOAny
+/// Watches the bytes of a connection's first request head (up to its empty line) and passes everything
+/// on: a head not whole within `Bound.headTimeout` of the accept closes the connection, one over
+/// `Bound.headerBytes` is answered 431. It also writes the answer to a head the parser refused, from
+/// before the HTTP handlers (`refuse`). Lives on the connection's event loop.
+final class HeadGuard: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    let connections: Connections
+    var context: ChannelHandlerContext?
+    var deadline: Scheduled<Void>?
+    var done = false
+    /// Bytes of the head so far, and whether the last line ended (a line feed, then perhaps a return).
+    var seen = 0
+    var lineEnded = false
+    /// Answered and closing: what the peer still sends is dropped.
+    var refused = false
+
+    init(connections: Connections) { self.connections = connections }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        deadline = context.eventLoop.assumeIsolated().scheduleTask(in: ConsoleService.Bound.headTimeout) { [self] in
+            guard !done || refused, let context = self.context else { return }
+            if !refused { connections.bounds.hit("web_head_timeout") }
+            context.close(promise: nil)
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        self.context = nil
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if refused { return }
+        if !done {
+            for b in unwrapInboundIn(data).readableBytesView {
+                seen += 1
+                if b == UInt8(ascii: "\n") {
+                    if lineEnded {
+                        done = true
+                        deadline?.cancel()
+                        connections.headDone(context.channel)
+                        break
+                    }
+                    lineEnded = true
+                } else if b != UInt8(ascii: "\r") {
+                    lineEnded = false
+                }
+            }
+            if !done && seen > ConsoleService.Bound.headerBytes {
+                refuse(.requestHeaderFieldsTooLarge)
+                return
+            }
+        }
+        context.fireChannelRead(data)
+    }
+
+    /// Answers the request with `status` and closes the connection: its output at once, the rest once the
+    /// peer has gone or by the head's deadline (a peer still sending would otherwise get a reset instead
+    /// of the answer).
+    func refuse(_ status: HTTPResponseStatus) {
+        guard !refused, let context else { return }
+        refused = true
+        if status == .requestHeaderFieldsTooLarge { connections.bounds.hit("web_head_size") }
+        let body = status == .requestHeaderFieldsTooLarge
+            ? "request head over \(ConsoleService.Bound.headerBytes / 1024) KiB or \(ConsoleService.Bound.headerCount) fields\n"
+            : "malformed request\n"
+        let text = "HTTP/1.1 \(status.code) \(status.reasonPhrase)\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+        let written = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(NIOAny(context.channel.allocator.buffer(string: text)), promise: written)
+        written.futureResult.assumeIsolated().whenComplete { [self] _ in
+            guard let context = self.context else { return }
+            let closed = context.eventLoop.makePromise(of: Void.self)
+            context.close(mode: .output, promise: closed)
+            closed.futureResult.assumeIsolated().whenFailure { _ in context.close(promise: nil) }
+        }
+        if done {
+            // The deadline was for the first head: the refused connection gets one again.
+            done = false
+            deadline = context.eventLoop.assumeIsolated().scheduleTask(in: ConsoleService.Bound.headTimeout) { [self] in
+                self.context?.close(promise: nil)
+            }
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        context.fireChannelInactive()
+    }
+
+    /// Nothing read for `Bound.idleTimeout`: closed.
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is IdleStateHandler.IdleStateEvent { context.close(promise: nil) } else { context.fireUserInboundEventTriggered(event) }
     }
+}
+
+/// At the end of the pipeline: has a request that cannot be parsed answered (431 for a head over the
+/// bounds, 400 otherwise) by the connection's `HeadGuard`, which then closes it.
+final class CloseHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    let guardian: HeadGuard
+    init(guardian: HeadGuard) { self.guardian = guardian }
+
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if error is HTTPParserError { context.close(promise: nil) }
+        if let e = error as? HTTPParserError {
+            guardian.refuse(e == .headerOverflow ? .requestHeaderFieldsTooLarge : .badRequest)
+            return
+        }
         context.fireErrorCaught(error)
     }
 }

@@ -96,6 +96,15 @@ public enum HTTPProbe {
 }
 
 extension HTTPProbe {
+    /// Runs blocking socket calls on a thread of their own, off Swift's cooperative pool (two threads on a
+    /// two-core machine): a test that blocks there starves a console running in the same process.
+    public static func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { c in
+            let t = Thread { c.resume(with: Result { try body() }) }
+            t.start()
+        }
+    }
+
     /// A client's WebSocket text frame (masked, as a client must send it).
     public static func webSocketFrame(text: String) -> [UInt8] {
         let payload = Array(text.utf8)
@@ -130,6 +139,20 @@ extension HTTPProbe {
             guard ready == 1, p.revents & Int16(POLLOUT) != 0, p.revents & Int16(POLLERR | POLLHUP) == 0 else { return (sent, true) }
         }
         return (sent, false)
+    }
+}
+
+extension HTTPProbe {
+    /// Whether the peer has closed the connection (read to its end, or reset it), waiting at most
+    /// `seconds` for it to say so; what it sent before is read and dropped.
+    public static func isClosed(_ fd: Int32, waiting seconds: Double) -> Bool {
+        var buf = [UInt8](repeating: 0, count: 4096)
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while poll(&p, 1, Int32(seconds * 1000)) == 1 {
+            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) { return true }
+        }
+        return false
     }
 }
 

@@ -18,15 +18,81 @@ import Testing
         let lamps = (0..<300).map { ScriptedAdapter.lamp("lamp-\($0)", name: "l\($0)") }
         try await InProcessConsole.with(web: { $0.clientTimeout = 3600 }, adapters: [ScriptedAdapter(devices: lamps)]) { c in
             try await waitUntil("the lamps are listed", timeout: 10) { c.console.feed.retainedCount > 600 }
-            let (fd, answer) = try HTTPProbe.webSocket(port: c.port, receiveBuffer: 2048)
+            let port = c.port
+            let (fd, answer) = try await c.blocking { try HTTPProbe.webSocket(port: port, receiveBuffer: 2048) }
             defer { close(fd) }
             #expect(answer.status == 101)
             var small: Int32 = 4096
             setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, socklen_t(MemoryLayout<Int32>.size))
             let disc = HTTPProbe.webSocketFrame(text: #"{"t":"disc","id":1,"adapter":"test","device_id":"lamp-1"}"#)
-            let (taken, ended) = HTTPProbe.sendUntilStalled(fd, disc, limit: 4 << 20, stall: 2)
+            let (taken, ended) = try await c.blocking { HTTPProbe.sendUntilStalled(fd, disc, limit: 4 << 20, stall: 2) }
             #expect(!ended, "the page was cut off (\(taken) bytes in)")
             #expect(taken < 512 << 10, "the console read \(taken) bytes of requests from a page that reads none of its answers")
+        }
+    }
+}
+
+/// What a peer that never finishes its request head can hold.
+@Suite struct ConsoleHeadTests {
+    /// A head sent a byte at a time (each byte would restart an idle timer) is cut off: the whole first
+    /// head must come within `Bound.headTimeout` of the accept.
+    @Test func aHeadSentAByteAtATimeIsCutOff() async throws {
+        try await InProcessConsole.with { c in
+            let fd = try HTTPProbe.connect(port: c.port)
+            defer { close(fd) }
+            try HTTPProbe.write(fd, Array("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ".utf8))
+            // Far longer than the deadline, and never an idle second: only a deadline on the head closes it.
+            let closed = try await c.blocking {
+                for _ in 0..<80 {
+                    if HTTPProbe.isClosed(fd, waiting: 0.5) { return true }
+                    _ = Glibc.send(fd, "a", 1, Int32(MSG_NOSIGNAL))
+                }
+                return false
+            }
+            #expect(closed, "a head that never ends kept its connection")
+            #expect(c.engine.bounds.snapshot["web_head_timeout"] == 1)
+        }
+    }
+
+    /// Peers that open connections and never finish a head cannot take every connection: past
+    /// `Bound.waitingForHead` of them, a new connection closes the oldest, and `/livez` answers.
+    @Test func slowHeadsGiveWayAndTheProbeAnswers() async throws {
+        try await InProcessConsole.with { c in
+            var slow: [Int32] = []
+            defer { for fd in slow { close(fd) } }
+            for _ in 0..<ConsoleService.Bound.connections {
+                let fd = try HTTPProbe.connect(port: c.port)
+                slow.append(fd)
+                try HTTPProbe.write(fd, Array("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n".utf8))
+            }
+            let probe = try await c.get("/livez", timeout: 10)
+            #expect(probe.status == 200 && probe.body == "alive\n")
+            // The oldest gave way; as many as may wait still do.
+            let (all, first) = (slow, slow[0])
+            #expect(try await c.blocking { HTTPProbe.isClosed(first, waiting: 10) })
+            let open = try await c.blocking { () -> Int in
+                var open = all
+                for _ in 0..<100 where open.count > ConsoleService.Bound.waitingForHead {
+                    open = open.filter { !HTTPProbe.isClosed($0, waiting: 0.01) }
+                }
+                return open.count
+            }
+            #expect(open > 0 && open <= ConsoleService.Bound.waitingForHead, "\(open) connections wait for their heads")
+            #expect((c.engine.bounds.snapshot["web_head_waiting"] ?? 0) >= ConsoleService.Bound.connections - ConsoleService.Bound.waitingForHead)
+        }
+    }
+
+    /// A head over the bounds (bytes, or fields) is answered 431, and its connection closed.
+    @Test func anOversizeHeadIsAnswered431() async throws {
+        try await InProcessConsole.with { c in
+            let big = try await c.get("/livez", headers: [("X-Big", String(repeating: "b", count: 20_000))])
+            #expect(big.status == 431, "\(big.status) \(big.body)")
+            let many = try await c.get("/livez", headers: (0..<70).map { ("X-F\($0)", "v") })
+            #expect(many.status == 431, "\(many.status) \(many.body)")
+            let bad = try await c.get("/livez", headers: [("Bad Header", "v")])
+            #expect(bad.status == 400, "\(bad.status) \(bad.body)")
+            #expect(c.engine.bounds.snapshot["web_head_size"] == 2)
+            #expect(try await c.get("/livez").status == 200)
         }
     }
 }

@@ -58,9 +58,14 @@ final class InProcessConsole: Sendable {
         }
     }
 
-    func get(_ path: String, headers: [(String, String)] = [], timeout: Double = 10) throws -> HTTPProbe.Answer {
-        try HTTPProbe.request(port: port, path, headers: headers, timeout: timeout)
+    /// One request, its blocking socket calls off the cooperative pool the console runs on.
+    func get(_ path: String, headers: [(String, String)] = [], timeout: Double = 10) async throws -> HTTPProbe.Answer {
+        let port = self.port
+        return try await HTTPProbe.offPool { try HTTPProbe.request(port: port, path, headers: headers, timeout: timeout) }
     }
+
+    /// Blocking socket work of a test, off the cooperative pool.
+    func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T { try await HTTPProbe.offPool(body) }
 }
 
 /// Keeps every log entry (level and message) for the test to read.
