@@ -139,22 +139,17 @@ public final class ConsoleService: Service, Sendable {
         let auth = ConsoleAuth(token: settings.authToken, secure: settings.tlsCert != nil)
         let router = Router(context: Context.self)
         router.add(middleware: Headers())
+        router.add(middleware: SameOrigin(auth: auth))
         let page = Page()
         let feed = self.feed
         let engine = self.engine
         let stats = self.transportStats
 
         @Sendable func authorised(_ r: Request) -> Bool { auth.allows(authorization: r.headers[.authorization], cookie: r.headers[.cookie]) }
-        @Sendable func sameOrigin(_ r: Request) -> Bool { auth.sameOrigin(host: r.head.authority, origin: r.headers[.origin]) }
-
-        router.get("/") { request, _ -> Response in
-            guard sameOrigin(request) else { return Page.text(.forbidden, "cross-origin request refused") }
-            return authorised(request) ? page.index : Page.login(error: nil)
-        }
+        router.get("/") { request, _ -> Response in authorised(request) ? page.index : Page.login(error: nil) }
         router.get("/console.js") { request, _ -> Response in authorised(request) ? page.script : Page.text(.unauthorized, "log in first") }
         router.get("/console.css") { _, _ in page.style }
         router.post("/login") { request, _ -> Response in
-            guard sameOrigin(request) else { return Page.text(.forbidden, "cross-origin request refused") }
             let body = try await request.body.collect(upTo: Context.maxBody)
             guard auth.required else { return Page.redirect("/") }
             if let token = ConsoleAuth.formField(String(buffer: body), "token"), auth.tokenMatches(token) {
@@ -167,13 +162,11 @@ public final class ConsoleService: Service, Sendable {
             return Page.login(error: "That is not the console's token.")
         }
         router.post("/logout") { request, _ -> Response in
-            guard sameOrigin(request) else { return Page.text(.forbidden, "cross-origin request refused") }
             var r = Page.redirect("/")
             r.headers[.setCookie] = auth.endSession(cookie: request.headers[.cookie])
             return r
         }
         router.get("/ws") { request, _ -> Response in
-            if !sameOrigin(request) { return Page.text(.forbidden, "cross-origin request refused") }
             if !authorised(request) { return Page.text(.unauthorized, "log in first") }
             return Page.text(.badRequest, "the console's WebSocket: connect with a WebSocket upgrade")
         }
@@ -199,7 +192,7 @@ public final class ConsoleService: Service, Sendable {
 
         let ws = Router(context: Context.self)
         ws.ws("/ws") { request, _ in
-            sameOrigin(request) && authorised(request) ? .upgrade([:]) : .dontUpgrade
+            auth.sameOrigin(host: request.head.authority, origin: request.headers[.origin]) && authorised(request) ? .upgrade([:]) : .dontUpgrade
         } onUpgrade: { inbound, outbound, context in
             guard let id = self.admit(max: settings.maxClients) else {
                 try await outbound.close(.unknown(1013), reason: "the console has \(settings.maxClients) pages open already (web.max_clients)")
@@ -477,6 +470,22 @@ final class CloseHandler: ChannelInboundHandler, RemovableChannelHandler {
             return
         }
         context.fireErrorCaught(error)
+    }
+}
+
+/// Every request, probes included, comes from the console's own page or a program on this machine
+/// (`ConsoleAuth.sameOrigin`: without a token, a loopback Host; an Origin, when sent, the console's own):
+/// others get 403. A name of an attacker's that resolves to 127.0.0.1 (DNS rebinding) reads nothing,
+/// not even `/metrics` or `/readyz`. Local probes send a loopback Host (`curl http://127.0.0.1:9180/livez`);
+/// a console reachable from elsewhere has a token, and then any Host is taken.
+struct SameOrigin: RouterMiddleware {
+    typealias Context = ConsoleService.Context
+    let auth: ConsoleAuth
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard auth.sameOrigin(host: request.head.authority, origin: request.headers[.origin]) else {
+            return Page.text(.forbidden, "cross-origin request refused")
+        }
+        return try await next(request, context)
     }
 }
 

@@ -32,6 +32,29 @@ import Testing
     }
 }
 
+/// Who gets an answer.
+@Suite struct ConsoleAccessTests {
+    /// Without a token, a Host that is not a loopback name (a name of an attacker's that resolves to
+    /// 127.0.0.1) gets nothing from any path, probes and /metrics included; loopback names get answers.
+    @Test func everyPathRefusesAHostThatIsNotLoopback() async throws {
+        try await InProcessConsole.with { c in
+            for path in ["/", "/console.js", "/console.css", "/metrics", "/livez", "/readyz", "/ws"] {
+                let rebound = try await c.get(path, headers: [("Host", "evil.example:\(c.port)")])
+                #expect(rebound.status == 403, "\(path): \(rebound.status)")
+                let local = try await c.get(path, headers: [("Host", "localhost:\(c.port)")])
+                #expect(local.status != 403, "\(path): \(local.status)")
+                let crossSite = try await c.get(path, headers: [("Origin", "http://evil.example")])
+                #expect(crossSite.status == 403, "\(path) from another site: \(crossSite.status)")
+            }
+            let port = c.port
+            let login = try await c.blocking {
+                try HTTPProbe.request(port: port, "/login", method: "POST", headers: [("Host", "evil.example")], body: Array("token=x".utf8))
+            }
+            #expect(login.status == 403)
+        }
+    }
+}
+
 /// What a peer that never finishes its request head can hold.
 @Suite struct ConsoleHeadTests {
     /// A head sent a byte at a time (each byte would restart an idle timer) is cut off: the whole first
