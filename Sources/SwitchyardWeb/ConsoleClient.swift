@@ -353,40 +353,54 @@ final class ConsoleClient: Sendable {
         }
     }
 
-    /// A page's command: a topic the engine takes from MQTT (`…/set`, `…/get`, `bridge/request/…`) and its
-    /// payload, handed to the engine exactly as a broker would hand it (InboundRouter validates it). A JSON
-    /// object gets a transaction of ours, and the answer is the command's result or the request's response.
-    func command(_ m: JSONValue, number: UInt64, mirrors: [String]) async -> JSONValue {
-        guard case .string(let topic)? = m["topic"] else { return ["status": "error", "error": "no topic"] }
-        let scheme = feed.scheme
-        let kind = scheme.classify(topic)
-        // Answered with a result: a command for a device (as a JSON object) and a bridge request. A mirror's
-        // command (Home Assistant) and `/get` have none: they are sent, and their errors go to bridge/log.
-        var answered = true
-        switch kind {
-        case .set(let adapter, _, _): answered = !mirrors.contains(adapter)
+    /// What the console hands the engine for a page's `cmd`: refused, sent as it is (no result will name
+    /// it), or sent with the console's `transaction` and answered by the result or response carrying it.
+    enum Submission: Equatable {
+        case refused(String)
+        case send(topic: String, payload: [UInt8])
+        case ask(topic: String, payload: [UInt8], transaction: String)
+    }
+
+    /// A page's command: a topic the engine takes from MQTT (`…/set`, `…/set/<field>`, `…/get`,
+    /// `bridge/request/…`) and its payload (a JSON value, or a string sent as it is), handed to the engine
+    /// exactly as a broker would hand it (InboundRouter validates it). A result comes only for a device's
+    /// whole `/set` and a bridge request with a JSON object, which gets `transaction`: a mirror's command
+    /// (Home Assistant), `/set/<field>` (its payload is the field's value and carries no transaction) and
+    /// `/get` are sent, and their errors go to bridge/log.
+    static func submission(_ m: JSONValue, scheme: TopicScheme, mirrors: [String], transaction: String) -> Submission {
+        guard case .string(let topic)? = m["topic"] else { return .refused("no topic") }
+        let answered: Bool
+        switch scheme.classify(topic) {
+        case .set(let adapter, _, let field): answered = field == nil && !mirrors.contains(adapter)
         case .get: answered = false
-        case .request: break
-        default:
-            return ["status": "error", "error": "the console sends commands (…/set, …/get) and bridge requests only"]
+        case .request: answered = true
+        default: return .refused("the console sends commands (…/set, …/get) and bridge requests only")
         }
-        var body = m["payload"] ?? .object([:])
-        let transaction = "console-\(nonce)-\(number)"
+        let body = m["payload"] ?? .object([:])
         guard answered, case .object(var o) = body else {
-            let bytes: [UInt8]
-            if case .string(let s) = body { bytes = Array(s.utf8) } else { bytes = body.bytes }
-            await engine.submit(topic: topic, payload: bytes)
-            return ["status": "sent"]
+            if case .string(let s) = body { return .send(topic: topic, payload: Array(s.utf8)) }
+            return .send(topic: topic, payload: body.bytes)
         }
         o["transaction"] = .string(transaction)
-        body = .object(o)
-        let payload = body.bytes
+        return .ask(topic: topic, payload: JSONValue.object(o).bytes, transaction: transaction)
+    }
+
+    /// Carries a page's command out; the answer is its result, the request's response, or "sent".
+    func command(_ m: JSONValue, number: UInt64, mirrors: [String]) async -> JSONValue {
         let engine = self.engine
-        guard let answer = await feed.awaitAnswer(transaction, timeout: limits.answerTimeout, send: { await engine.submit(topic: topic, payload: payload) })
-        else { return ["status": "timeout", "error": .string("no answer within \(Int(limits.answerTimeout)) s")] }
-        var out: [String: JSONValue] = ["status": answer["status"] ?? "error"]
-        if let e = answer["error"] { out["error"] = e }
-        if let d = answer["data"] { out["data"] = d }
-        return .object(out)
+        switch Self.submission(m, scheme: feed.scheme, mirrors: mirrors, transaction: "console-\(nonce)-\(number)") {
+        case .refused(let why):
+            return ["status": "error", "error": .string(why)]
+        case .send(let topic, let payload):
+            await engine.submit(topic: topic, payload: payload)
+            return ["status": "sent"]
+        case .ask(let topic, let payload, let transaction):
+            guard let answer = await feed.awaitAnswer(transaction, timeout: limits.answerTimeout, send: { await engine.submit(topic: topic, payload: payload) })
+            else { return ["status": "timeout", "error": .string("no answer within \(Int(limits.answerTimeout)) s")] }
+            var out: [String: JSONValue] = ["status": answer["status"] ?? "error"]
+            if let e = answer["error"] { out["error"] = e }
+            if let d = answer["data"] { out["data"] = d }
+            return .object(out)
+        }
     }
 }

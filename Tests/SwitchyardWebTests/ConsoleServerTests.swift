@@ -32,6 +32,44 @@ import Testing
     }
 }
 
+/// A page's commands take the MQTT path, and wait for a result only where one will come.
+@Suite struct ConsoleCommandTests {
+    /// `/set/<field>` with a JSON object (a colour): its payload is the field's value and carries no
+    /// transaction, so no result will come: it is sent as it is, and the page is told so at once.
+    @Test func aFieldCommandWithAnObjectIsSentAsItIs() async throws {
+        try await InProcessConsole.with { c in
+            let page = PageClient(port: c.port)
+            defer { page.close() }
+            _ = try await page.waitFor("synced") { $0["t"] == "synced" }
+            let sent = try await page.command(1, topic: "b/test/lamp/set/color", payload: ["h": 240, "s": 100], timeout: 20)
+            #expect(sent["status"] == "sent", "\(sent.serialized)")
+            try await waitUntil("the lamp is blue", timeout: 10) {
+                c.transport.published.last { $0.topic == "b/test/lamp" }?.payload.contains(#""h":240"#) == true
+            }
+            // A whole /set with an object is answered with its result.
+            let ok = try await page.command(2, topic: "b/test/lamp/set", payload: ["brightness": 10], timeout: 20)
+            #expect(ok["status"] == "ok", "\(ok.serialized)")
+        }
+    }
+
+    @Test func whatIsSubmittedForEachKindOfTopic() {
+        let scheme = TopicScheme(base: "b")
+        func submit(_ topic: String, _ payload: JSONValue, mirrors: [String] = []) -> ConsoleClient.Submission {
+            ConsoleClient.submission(["t": "cmd", "topic": .string(topic), "payload": payload], scheme: scheme, mirrors: mirrors, transaction: "c-1")
+        }
+        #expect(submit("b/test/lamp/set", ["state": "ON"])
+                == .ask(topic: "b/test/lamp/set", payload: Array(#"{"state":"ON","transaction":"c-1"}"#.utf8), transaction: "c-1"))
+        #expect(submit("b/test/lamp/set", "ON") == .send(topic: "b/test/lamp/set", payload: Array("ON".utf8)))
+        #expect(submit("b/test/lamp/set/color", ["h": 1, "s": 2]) == .send(topic: "b/test/lamp/set/color", payload: Array(#"{"h":1,"s":2}"#.utf8)))
+        #expect(submit("b/ha/light/porch/set", ["state": "ON"], mirrors: ["ha"]) == .send(topic: "b/ha/light/porch/set", payload: Array(#"{"state":"ON"}"#.utf8)))
+        #expect(submit("b/test/lamp/get", "") == .send(topic: "b/test/lamp/get", payload: []))
+        #expect(submit("b/bridge/request/republish", [:])
+                == .ask(topic: "b/bridge/request/republish", payload: Array(#"{"transaction":"c-1"}"#.utf8), transaction: "c-1"))
+        guard case .refused = submit("b/test/lamp", ["state": "ON"]) else { Issue.record("state topic taken"); return }
+        guard case .refused = ConsoleClient.submission(["t": "cmd"], scheme: scheme, mirrors: [], transaction: "c-1") else { Issue.record("no topic taken"); return }
+    }
+}
+
 /// Who gets an answer.
 @Suite struct ConsoleAccessTests {
     /// Without a token, a Host that is not a loopback name (a name of an attacker's that resolves to
