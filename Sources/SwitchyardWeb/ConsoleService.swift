@@ -232,8 +232,8 @@ public final class ConsoleService: Service, Sendable {
             if let tls { return try TLSChannel(guarded, tlsConfiguration: tls) }
             return guarded
         }
-        var quiet = logger
-        quiet.logLevel = .warning
+        let base = logger
+        let quiet = Logger(label: logger.label) { _ in LibraryLogHandler(base: base) }
         return Application(
             router: router, server: server,
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil,
@@ -470,6 +470,30 @@ final class CloseHandler: ChannelInboundHandler, RemovableChannelHandler {
             return
         }
         context.fireErrorCaught(error)
+    }
+}
+
+/// The server library's logger: its warnings and errors go to the console's, except what it says at error
+/// level when one peer's connection ends (cut off, gone, refused before the upgrade) or when the server is
+/// stopped: routine, said at debug.
+struct LibraryLogHandler: LogHandler {
+    let base: Logger
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .warning
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    static func isRoutine(_ message: String) -> Bool {
+        message.hasPrefix("Error handling upgrade result") || message.hasPrefix("Waiting on child channel: CancellationError")
+    }
+
+    func log(event: LogEvent) {
+        let level = Self.isRoutine(event.message.description) ? Logger.Level.debug : event.level
+        base.log(level: level, event.message, metadata: metadata.merging(event.metadata ?? [:]) { $1 }, source: event.source,
+                 file: event.file, function: event.function, line: event.line)
     }
 }
 

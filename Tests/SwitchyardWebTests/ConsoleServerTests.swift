@@ -70,6 +70,37 @@ import Testing
     }
 }
 
+/// What the console logs: the routine ends of a connection or of the server are no errors.
+@Suite struct ConsoleLogTests {
+    @Test func aPageCutOffAPeerGoneAndAStopAreNoErrors() async throws {
+        // Enough devices to fill a page's socket.
+        let lamps = (0..<300).map { ScriptedAdapter.lamp("lamp-\($0)", name: "l\($0)") }
+        let (logs, page) = try await InProcessConsole.with(web: { $0.clientTimeout = 1 }, adapters: [ScriptedAdapter(devices: lamps)]) { c in
+            try await waitUntil("the lamps are listed", timeout: 10) { c.console.feed.retainedCount > 600 }
+            // A page that never reads: cut off.
+            let port = c.port
+            let (fd, answer) = try await c.blocking { try HTTPProbe.webSocket(port: port, receiveBuffer: 2048) }
+            defer { close(fd) }
+            #expect(answer.status == 101)
+            try await waitUntil("the page is cut off", timeout: 30) { c.engine.bounds.snapshot["web_slow_client"] == 1 }
+            // A peer that goes away before its head is whole, and one whose head is refused.
+            let gone = try HTTPProbe.connect(port: port)
+            try HTTPProbe.write(gone, Array("GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\n".utf8))
+            close(gone)
+            #expect(try await c.get("/ws", headers: [("Upgrade", "websocket"), ("X-Big", String(repeating: "b", count: 20_000))]).status == 431)
+            // A page open when the console stops.
+            let page = PageClient(port: port)
+            _ = try await page.waitFor("synced", timeout: 30) { $0["t"] == "synced" }
+            return (c.logs, page)
+        }
+        page.close()
+        let loud = logs.at(.warning)
+        #expect(loud.isEmpty, "\(loud.map(\.message))")
+        // Said, at debug.
+        #expect(logs.entries.withLock { $0.contains { $0.level == .debug && $0.message.hasPrefix("Waiting on child channel") } })
+    }
+}
+
 /// Who gets an answer.
 @Suite struct ConsoleAccessTests {
     /// Without a token, a Host that is not a loopback name (a name of an attacker's that resolves to
