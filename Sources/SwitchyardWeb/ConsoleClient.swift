@@ -253,11 +253,11 @@ final class ConsoleClient: Sendable {
         for (i, item) in items.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
             out.append(UInt8(ascii: "["))
-            appendJSONString(&out, item.topic.utf8)
+            JSONValue.appendString(item.topic.utf8, to: &out)
             out.append(UInt8(ascii: ","))
             if let p = item.payload {
-                if let s = String(validating: p, as: UTF8.self) { appendJSONString(&out, s.utf8) } else {
-                    appendJSONString(&out, String(decoding: p, as: UTF8.self).utf8)
+                if String(validating: p, as: UTF8.self) != nil { JSONValue.appendString(p, to: &out) } else {
+                    JSONValue.appendString(String(decoding: p, as: UTF8.self).utf8, to: &out)
                 }
             } else {
                 out.append(contentsOf: "null".utf8)
@@ -266,24 +266,6 @@ final class ConsoleClient: Sendable {
         }
         out.append(contentsOf: "]}".utf8)
         return String(decoding: out, as: UTF8.self)
-    }
-
-    static func appendJSONString(_ out: inout [UInt8], _ s: some Sequence<UInt8>) {
-        let hex: [UInt8] = Array("0123456789abcdef".utf8)
-        out.append(UInt8(ascii: "\""))
-        for b in s {
-            switch b {
-            case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case 0x0A: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case 0..<0x20, 0x7F:
-                out.append(contentsOf: Array(#"\u00"#.utf8))
-                out.append(hex[Int(b >> 4)])
-                out.append(hex[Int(b & 15)])
-            default: out.append(b)
-            }
-        }
-        out.append(UInt8(ascii: "\""))
     }
 
     /// An answer to one of the page's requests, for the sender to send next. Past `maxReplyBytes` waiting,
