@@ -164,7 +164,7 @@ final class ConsoleClient: Sendable {
                     cursor = try await resync(out, mirrors)
                     more = false
                 case .changes(let items, let next, let m):
-                    if !items.isEmpty { try await write(out, Self.frame(items)) }
+                    if !items.isEmpty { try await write(out, PageProtocol.frame(items)) }
                     cursor = next
                     more = m
                 }
@@ -183,12 +183,12 @@ final class ConsoleClient: Sendable {
             batch.append(item)
             bytes += item.topic.utf8.count + (item.payload?.count ?? 0)
             if bytes >= limits.frameBudget {
-                try await write(out, Self.frame(batch))
+                try await write(out, PageProtocol.frame(batch))
                 batch.removeAll(keepingCapacity: true)
                 bytes = 0
             }
         }
-        if !batch.isEmpty { try await write(out, Self.frame(batch)) }
+        if !batch.isEmpty { try await write(out, PageProtocol.frame(batch)) }
         try await write(out, #"{"t":"synced"}"#)
         return cursor
     }
@@ -245,29 +245,6 @@ final class ConsoleClient: Sendable {
         channel.close(promise: nil)
     }
 
-    /// `{"t":"m","m":[[topic,payload],…]}`: payloads as JSON strings (null: a retained topic was cleared).
-    static func frame(_ items: [ConsoleFeed.Item]) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(items.reduce(16) { $0 + $1.topic.utf8.count + ($1.payload?.count ?? 4) + 8 })
-        out.append(contentsOf: #"{"t":"m","m":["#.utf8)
-        for (i, item) in items.enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            out.append(UInt8(ascii: "["))
-            JSONValue.appendString(item.topic.utf8, to: &out)
-            out.append(UInt8(ascii: ","))
-            if let p = item.payload {
-                if String(validating: p, as: UTF8.self) != nil { JSONValue.appendString(p, to: &out) } else {
-                    JSONValue.appendString(String(decoding: p, as: UTF8.self).utf8, to: &out)
-                }
-            } else {
-                out.append(contentsOf: "null".utf8)
-            }
-            out.append(UInt8(ascii: "]"))
-        }
-        out.append(contentsOf: "]}".utf8)
-        return String(decoding: out, as: UTF8.self)
-    }
-
     /// An answer to one of the page's requests, for the sender to send next. Past `maxReplyBytes` waiting,
     /// the page is cut off instead.
     func reply(_ v: JSONValue, _ origin: Replies.Origin) {
@@ -293,23 +270,20 @@ final class ConsoleClient: Sendable {
         var woken = readerWake.makeAsyncIterator()
         try await withThrowingDiscardingTaskGroup { g in
             for try await message in inbound.messages(maxSize: limits.maxInbound) {
-                guard case .text(let text) = message, let m = try? JSONValue.parse(text), case .string(let t)? = m["t"] else { continue }
-                let id = m["id"] ?? .null
-                switch t {
-                case "sub":
+                guard case .text(let text) = message, let request = PageProtocol.request(text) else { continue }
+                switch request {
+                case .sub(let mirror):
                     state.withLock { s in
-                        let mirror = m["mirror"]?.boolValue ?? false
                         if mirror != s.mirror { s.resubscribe = true }
                         s.mirror = mirror
                     }
                     poke.yield()
-                case "disc":
-                    guard case .string(let adapter)? = m["adapter"], case .string(let device)? = m["device_id"] else { continue }
+                case .disc(let id, let adapter, let device):
                     let configs = feed.discoveryConfigs(adapter: adapter, deviceID: device).map { (topic, payload) -> JSONValue in
                         [.string(topic), .string(String(decoding: payload, as: UTF8.self))]
                     }
                     try await replyAndWait(["t": "disc", "id": id, "configs": .array(configs)], &woken)
-                case "cmd":
+                case .cmd(let id, let m):
                     let number = state.withLock { s -> UInt64? in
                         guard s.pending < limits.maxPending else { return nil }
                         s.pending += 1
@@ -328,49 +302,15 @@ final class ConsoleClient: Sendable {
                         o["id"] = id
                         self.reply(.object(o), .command)
                     }
-                default:
-                    continue
                 }
             }
         }
     }
 
-    /// What the console hands the engine for a page's `cmd`: refused, sent as it is (no result will name
-    /// it), or sent with the console's `transaction` and answered by the result or response carrying it.
-    enum Submission: Equatable {
-        case refused(String)
-        case send(topic: String, payload: [UInt8])
-        case ask(topic: String, payload: [UInt8], transaction: String)
-    }
-
-    /// A page's command: a topic the engine takes from MQTT (`…/set`, `…/set/<field>`, `…/get`,
-    /// `bridge/request/…`) and its payload (a JSON value, or a string sent as it is), handed to the engine
-    /// exactly as a broker would hand it (InboundRouter validates it). A result comes only for a device's
-    /// whole `/set` and a bridge request with a JSON object, which gets `transaction`: a mirror's command
-    /// (Home Assistant), `/set/<field>` (its payload is the field's value and carries no transaction) and
-    /// `/get` are sent, and their errors go to bridge/log.
-    static func submission(_ m: JSONValue, scheme: TopicScheme, mirrors: [String], transaction: String) -> Submission {
-        guard case .string(let topic)? = m["topic"] else { return .refused("no topic") }
-        let answered: Bool
-        switch scheme.classify(topic) {
-        case .set(let adapter, _, let field): answered = field == nil && !mirrors.contains(adapter)
-        case .get: answered = false
-        case .request: answered = true
-        default: return .refused("the console sends commands (…/set, …/get) and bridge requests only")
-        }
-        let body = m["payload"] ?? .object([:])
-        guard answered, case .object(var o) = body else {
-            if case .string(let s) = body { return .send(topic: topic, payload: Array(s.utf8)) }
-            return .send(topic: topic, payload: body.bytes)
-        }
-        o["transaction"] = .string(transaction)
-        return .ask(topic: topic, payload: JSONValue.object(o).bytes, transaction: transaction)
-    }
-
     /// Carries a page's command out; the answer is its result, the request's response, or "sent".
     func command(_ m: JSONValue, number: UInt64, mirrors: [String]) async -> JSONValue {
         let engine = self.engine
-        switch Self.submission(m, scheme: feed.scheme, mirrors: mirrors, transaction: "console-\(nonce)-\(number)") {
+        switch PageProtocol.submission(m, scheme: feed.scheme, mirrors: mirrors, transaction: "console-\(nonce)-\(number)") {
         case .refused(let why):
             return ["status": "error", "error": .string(why)]
         case .send(let topic, let payload):

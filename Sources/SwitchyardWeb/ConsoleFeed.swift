@@ -161,9 +161,13 @@ public final class ConsoleFeed: EngineObserver, Sendable {
     }
 
     /// One message for a page: a topic and its payload (nil: the retained topic was cleared).
-    struct Item {
-        let topic: String
-        let payload: [UInt8]?
+    public struct Item: Sendable {
+        public let topic: String
+        public let payload: [UInt8]?
+        public init(topic: String, payload: [UInt8]?) {
+            self.topic = topic
+            self.payload = payload
+        }
     }
 
     /// Everything a page that opens (or falls behind) is sent: every retained topic (the bridge's own

@@ -52,10 +52,20 @@ import Testing
         }
     }
 
+    @Test func aPagesMessagesAreReadOrIgnored() {
+        #expect(PageProtocol.request(#"{"t":"sub","mirror":true}"#) == .sub(mirror: true))
+        #expect(PageProtocol.request(#"{"t":"sub"}"#) == .sub(mirror: false))
+        #expect(PageProtocol.request(#"{"t":"disc","id":9,"adapter":"a","device_id":"d"}"#) == .disc(id: 9, adapter: "a", deviceID: "d"))
+        #expect(PageProtocol.request(#"{"t":"cmd","id":1,"topic":"b/x/set"}"#) == .cmd(id: 1, ["t": "cmd", "id": 1, "topic": "b/x/set"]))
+        for ignored in [#"{"t":"disc","adapter":1,"device_id":"d"}"#, #"{"t":"other"}"#, #"{"id":1}"#, "not json", "[]"] {
+            #expect(PageProtocol.request(ignored) == nil, "\(ignored)")
+        }
+    }
+
     @Test func whatIsSubmittedForEachKindOfTopic() {
         let scheme = TopicScheme(base: "b")
-        func submit(_ topic: String, _ payload: JSONValue, mirrors: [String] = []) -> ConsoleClient.Submission {
-            ConsoleClient.submission(["t": "cmd", "topic": .string(topic), "payload": payload], scheme: scheme, mirrors: mirrors, transaction: "c-1")
+        func submit(_ topic: String, _ payload: JSONValue, mirrors: [String] = []) -> PageProtocol.Submission {
+            PageProtocol.submission(["t": "cmd", "topic": .string(topic), "payload": payload], scheme: scheme, mirrors: mirrors, transaction: "c-1")
         }
         #expect(submit("b/test/lamp/set", ["state": "ON"])
                 == .ask(topic: "b/test/lamp/set", payload: Array(#"{"state":"ON","transaction":"c-1"}"#.utf8), transaction: "c-1"))
@@ -66,7 +76,7 @@ import Testing
         #expect(submit("b/bridge/request/republish", [:])
                 == .ask(topic: "b/bridge/request/republish", payload: Array(#"{"transaction":"c-1"}"#.utf8), transaction: "c-1"))
         guard case .refused = submit("b/test/lamp", ["state": "ON"]) else { Issue.record("state topic taken"); return }
-        guard case .refused = ConsoleClient.submission(["t": "cmd"], scheme: scheme, mirrors: [], transaction: "c-1") else { Issue.record("no topic taken"); return }
+        guard case .refused = PageProtocol.submission(["t": "cmd"], scheme: scheme, mirrors: [], transaction: "c-1") else { Issue.record("no topic taken"); return }
     }
 }
 

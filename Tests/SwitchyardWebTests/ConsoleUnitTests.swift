@@ -246,7 +246,7 @@ import SwitchyardWebTesting
     @Test func framesAreValidJSONWhateverThePayload() throws {
         let items = [ConsoleFeed.Item(topic: "sy/a \"b\"", payload: [0xFF, 0x41, 0x0A, 0x00, 0x22, 0x5C]),
                      ConsoleFeed.Item(topic: "sy/c", payload: nil)]
-        let frame = ConsoleClient.frame(items)
+        let frame = PageProtocol.frame(items)
         let json = try JSONValue.parse(frame)
         #expect(json["t"] == "m")
         #expect(json["m"]?.arrayValue?.first?.arrayValue?[0] == "sy/a \"b\"")
