@@ -66,6 +66,7 @@ public struct AdapterSnapshot: Sendable, Equatable {
     public var requests: Int
     public var errors: Int
     public var lastError: String?
+    public var lastOK: Date?
     /// Bytes of commands waiting in its queue.
     public var queuedBytes: Int
 }
@@ -91,7 +92,7 @@ extension BridgeEngine {
         let adapters = adapterOrder.compactMap { id in
             entries[id].map { s in
                 AdapterSnapshot(id: id, status: s.status, mirror: s.adapter is any MirrorAdapter, devices: s.registry.devices.count,
-                                requests: s.requests, errors: s.errors, lastError: s.lastError, queuedBytes: s.hosted.queued.bytes.load(ordering: .relaxed))
+                                requests: s.requests, errors: s.errors, lastError: s.lastError, lastOK: s.lastOK, queuedBytes: s.hosted.queued.bytes.load(ordering: .relaxed))
             }
         }
         return EngineSnapshot(version: settings.version, uptime: uptime, adapters: adapters, scheme: scheme, stopped: stopped)

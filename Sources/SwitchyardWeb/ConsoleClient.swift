@@ -134,7 +134,6 @@ final class ConsoleClient: Sendable {
         try await write(out, hello.serialized)
         var cursor = try await resync(out, mirrors)
         var last = ContinuousClock.now
-        var lastStatus = ""
         for await _ in wake {
             let gap = ContinuousClock.now - last
             if gap < .seconds(limits.minFrameInterval) { try await Task.sleep(for: .seconds(limits.minFrameInterval) - gap) }
@@ -150,11 +149,8 @@ final class ConsoleClient: Sendable {
                 }
                 if r.origin == .reader { readerPoke.yield() }
             }
-            if statusDue {
-                let status = await self.status().serialized
-                if status != lastStatus { try await write(out, status) }
-                lastStatus = status
-            }
+            // It holds the uptime: it differs every time.
+            if statusDue { try await write(out, await self.status().serialized) }
             if again { cursor = try await resync(out, mirrors) }
             var more = true
             while more {
@@ -200,24 +196,22 @@ final class ConsoleClient: Sendable {
         try await out.writeTextMessage(text)
     }
 
-    /// Readiness and the broker link, live (`bridge/health` comes only every `health.interval`).
+    /// `bridge/health`'s figures, live (it is published only every `health.interval`), with readiness.
     func status() async -> JSONValue {
         let s = stats()
         let e = await engine.snapshot()
         let reasons = ConsoleService.notReady(e, s)
         var adapters: [String: JSONValue] = [:]
         for a in e.adapters {
-            adapters[a.id] = ["status": .string(a.status.description), "devices": JSONValue(a.devices), "requests": JSONValue(a.requests),
-                              "errors": JSONValue(a.errors), "last_error": a.lastError.map(JSONValue.string) ?? .null]
+            adapters[a.id] = BridgeAPI.adapterHealth(status: a.status, devices: a.devices, requests: a.requests, errors: a.errors,
+                                                     lastError: a.lastError, lastOK: a.lastOK)
         }
-        return [
-            "t": "status", "ready": .bool(reasons.isEmpty), "reasons": .array(reasons.map(JSONValue.string)),
-            "uptime": .number(e.uptime), "rss_bytes": ProcessStats.residentBytes().map { JSONValue($0) } ?? .null,
-            "limits": .object(engine.bounds.snapshot.mapValues { JSONValue($0) }), "adapters": .object(adapters),
-            "mqtt": ["connected": .bool(s.connected), "published": JSONValue(s.published), "received": JSONValue(s.received),
-                     "outbox": JSONValue(s.outbox), "outbox_event_bytes": JSONValue(s.outboxEventBytes), "dropped": JSONValue(s.dropped),
-                     "connects": JSONValue(s.connects), "inbound_pauses": JSONValue(s.inboundPauses), "oversize": JSONValue(s.oversize)],
-        ]
+        var status = BridgeAPI.health(uptime: e.uptime, rss: ProcessStats.residentBytes(), transport: s, adapters: adapters,
+                                      limits: engine.bounds.snapshot).objectValue ?? [:]
+        status["t"] = "status"
+        status["ready"] = .bool(reasons.isEmpty)
+        status["reasons"] = .array(reasons.map(JSONValue.string))
+        return .object(status)
     }
 
     /// Cuts a stalled page off; asks the sender for the status every 2 s.

@@ -52,6 +52,21 @@ import Testing
         }
     }
 
+    /// A page's status frame is `bridge/health` live, with readiness: the same fields, adapters' included.
+    @Test func theStatusFrameIsTheHealthPayloadWithReadiness() async throws {
+        try await InProcessConsole.with { c in
+            let page = PageClient(port: c.port)
+            defer { page.close() }
+            let status = try await page.waitFor("status", timeout: 20) { $0["t"] == "status" }
+            let health = BridgeAPI.health(uptime: 0, rss: nil, transport: TransportStats(), adapters: [:])
+            #expect(Set(status.objectValue?.keys ?? [:].keys) == Set(health.objectValue!.keys).union(["t", "ready", "reasons"]))
+            #expect(Set(status["mqtt"]?.objectValue?.keys ?? [:].keys) == Set(health["mqtt"]!.objectValue!.keys))
+            let lamp = BridgeAPI.adapterHealth(status: .running, devices: 1, requests: 0, errors: 0, lastError: nil, lastOK: nil)
+            #expect(status["adapters"]?["test"] == lamp)
+            #expect(status["ready"] == false && status["reasons"] == ["broker: not connected"])
+        }
+    }
+
     @Test func aPagesMessagesAreReadOrIgnored() {
         #expect(PageProtocol.request(#"{"t":"sub","mirror":true}"#) == .sub(mirror: true))
         #expect(PageProtocol.request(#"{"t":"sub"}"#) == .sub(mirror: false))
