@@ -36,21 +36,32 @@ extension SwitchyardConfig {
 
         /// `host:port` or `[v6]:port` → its parts; nil when malformed.
         static func parseListen(_ s: String) -> (host: String, port: Int)? {
-            var host: Substring
-            var rest: Substring
+            guard let (host, port) = splitHostPort(s), let port, let n = Int(port), (0...65_535).contains(n), !host.isEmpty else { return nil }
+            return (String(host), n)
+        }
+
+        /// `host:port`, `[v6]:port`, or either without its `:port` (a Host header may leave it out) → the
+        /// host (without brackets) and the port's text; nil when malformed (an IPv6 address without
+        /// brackets, anything after `]` but a `:port`). The one reader of both `web.listen` and the console's
+        /// Host headers.
+        public static func splitHostPort(_ s: String) -> (host: Substring, port: Substring?)? {
             if s.hasPrefix("[") {
                 guard let close = s.firstIndex(of: "]") else { return nil }
-                host = s[s.index(after: s.startIndex)..<close]
-                rest = s[s.index(after: close)...]
-            } else {
-                guard let colon = s.lastIndex(of: ":") else { return nil }
-                host = s[..<colon]
-                rest = s[colon...]
-                if host.contains(":") { return nil }   // IPv6 needs brackets
+                let host = s[s.index(after: s.startIndex)..<close], rest = s[s.index(after: close)...]
+                if rest.isEmpty { return (host, nil) }
+                return rest.hasPrefix(":") ? (host, rest.dropFirst()) : nil
             }
-            guard rest.hasPrefix(":"), let port = Int(rest.dropFirst()), (0...65_535).contains(port), !host.isEmpty else { return nil }
-            return (String(host), port)
+            let parts = s.split(separator: ":", omittingEmptySubsequences: false)
+            switch parts.count {
+            case 1: return (parts[0], nil)
+            case 2: return (parts[0], parts[1])
+            default: return nil   // IPv6 needs brackets
+            }
         }
+
+        /// The most `max_clients` may be: well below the console's 64 connections, so that pages can
+        /// never take the room probes, scrapes and logins need.
+        public static let maxClientsLimit = 32
     }
 
     static func readWeb(_ w: ConfigSection, into c: inout Web) {
@@ -75,7 +86,7 @@ extension SwitchyardConfig {
             if let v, !FileManager.default.isReadableFile(atPath: v) { r.problem(w.mark(of: k), w.key(k), "file '\(v)' cannot be read") }
         }
         if (c.tlsCert == nil) != (c.tlsKey == nil) { r.problem(w.mark, w.path, "tls_cert and tls_key go together") }
-        c.maxClients = w.int("max_clients", 8, min: 1, max: 256)
+        c.maxClients = w.int("max_clients", 8, min: 1, max: Web.maxClientsLimit)
         c.clientTimeout = w.double("client_timeout", 10, min: 1, max: 3600)
         if c.enabled, c.authToken == nil, !Web.isLoopback(c.host) {
             r.problem(w.mark(of: "listen"), w.key("listen"),

@@ -29,6 +29,19 @@ public enum BridgeAPI {
         return .object(o)
     }
 
+    /// One adapter's entry in `bridge/health` (its own figures, `metrics`, come first and are overridden).
+    public static func adapterHealth(status: AdapterStatus, devices: Int, requests: Int, errors: Int, lastError: String?,
+                                     lastOK: Date?, metrics: [String: JSONValue] = [:]) -> JSONValue {
+        var entry = metrics
+        entry["status"] = .string(status.description)
+        entry["devices"] = JSONValue(devices)
+        entry["requests"] = JSONValue(requests)
+        entry["errors"] = JSONValue(errors)
+        entry["last_error"] = lastError.map(JSONValue.string) ?? .null
+        entry["last_ok"] = lastOK.map { .string(Timestamp.rfc3339($0)) } ?? .null
+        return .object(entry)
+    }
+
     /// The `bridge/health` payload.
     public static func health(uptime: Double, rss: Int?, transport s: TransportStats, adapters: [String: JSONValue],
                               limits: [String: Int] = [:]) -> JSONValue {

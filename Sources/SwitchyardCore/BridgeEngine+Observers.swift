@@ -6,8 +6,9 @@ import Foundation
 
 /// What the operator console (docs/console.md) sees of the engine: every message it publishes (through
 /// `ObservedTransport`, which sits between the engine and the broker), each command's outcome, and a
-/// snapshot of the adapters. Called on the engine's actor: an observer must return at once and never
-/// wait, so that a slow page can never slow the engine (the console coalesces and drops on its side).
+/// snapshot of the adapters. Called on the engine's actor or an adapter's worker: an observer must
+/// return at once and never wait, so that a slow page can never slow the engine (the console coalesces
+/// and drops on its side).
 public protocol EngineObserver: AnyObject, Sendable {
     /// A message the engine handed to the transport (state, availability, bridge/*, results, discovery…).
     func published(topic: String, payload: [UInt8], retain: Bool)
@@ -38,26 +39,16 @@ public final class ObservedTransport: MQTTTransport {
     public func release(_ message: InboundMessage) { wrapped.release(message) }
 }
 
-/// The engine's side of observation: which commands are on their way and since when. Lives on the
-/// engine's actor (only the engine touches it), so it needs no lock.
-final class EngineObservers {
-    var observer: (any EngineObserver)?
-    /// Ticket → the adapter and when the command was routed. A command that is never answered (one without
-    /// a transaction still queued when its adapter stopped) would stay: at most `limit` are kept.
-    var routed: [UInt64: (adapter: String, at: MonotonicInstant)] = [:]
-    static let limit = 4096
+/// The engine's side of observation: the observer, behind a lock, so that an adapter's worker can report
+/// a command's outcome itself. A command carries the adapter it was routed to and when (`Reply`), so
+/// nothing is kept here per command.
+final class EngineObservers: Sendable {
+    let current = Locked<(any EngineObserver)?>(nil)
 
-    func commandRouted(_ ticket: UInt64, adapter: String, at now: @autoclosure () -> MonotonicInstant) {
-        guard observer != nil else { return }
-        if routed.count >= Self.limit {
-            for t in routed.keys.sorted().prefix(Self.limit / 2) { routed[t] = nil }
-        }
-        routed[ticket] = (adapter, now())
-    }
+    var observer: (any EngineObserver)? { current.withLock { $0 } }
 
-    func commandFinished(_ ticket: UInt64, ok: Bool, at now: @autoclosure () -> MonotonicInstant) {
-        guard let observer, let r = routed.removeValue(forKey: ticket) else { return }
-        observer.commandFinished(adapter: r.adapter, ok: ok, seconds: (now() - r.at).seconds)
+    func commandFinished(_ r: BridgeEngine.Reply, ok: Bool, at now: MonotonicInstant) {
+        observer?.commandFinished(adapter: r.adapter, ok: ok, seconds: (now - r.routedAt).seconds)
     }
 
     func commandRefused(_ topic: String) { observer?.commandRefused(topic: topic) }
@@ -70,10 +61,12 @@ public struct AdapterSnapshot: Sendable, Equatable {
     /// A mirror (Home Assistant): its topics are the upstream's tree, not devices.
     public var mirror: Bool
     public var devices: Int
-    /// Upstream requests and those that failed, since this adapter instance started.
+    /// Upstream requests and those that failed, since the bridge started (a reload's new instance of
+    /// the adapter goes on from the old one's): they only grow.
     public var requests: Int
     public var errors: Int
     public var lastError: String?
+    public var lastOK: Date?
     /// Bytes of commands waiting in its queue.
     public var queuedBytes: Int
 }
@@ -91,7 +84,7 @@ extension BridgeEngine {
     /// Starts showing the engine's command outcomes to `observer` (its publications reach it through the
     /// `ObservedTransport` the engine was given).
     public func observe(_ observer: any EngineObserver) {
-        observers.observer = observer
+        observers.current.withLock { $0 = observer }
     }
 
     /// What the console reads on each `/metrics`, `/readyz` and page connection.
@@ -99,7 +92,7 @@ extension BridgeEngine {
         let adapters = adapterOrder.compactMap { id in
             entries[id].map { s in
                 AdapterSnapshot(id: id, status: s.status, mirror: s.adapter is any MirrorAdapter, devices: s.registry.devices.count,
-                                requests: s.requests, errors: s.errors, lastError: s.lastError, queuedBytes: s.hosted.queued.bytes.load(ordering: .relaxed))
+                                requests: s.requests, errors: s.errors, lastError: s.lastError, lastOK: s.lastOK, queuedBytes: s.hosted.queued.bytes.load(ordering: .relaxed))
             }
         }
         return EngineSnapshot(version: settings.version, uptime: uptime, adapters: adapters, scheme: scheme, stopped: stopped)
@@ -107,8 +100,8 @@ extension BridgeEngine {
 
     /// A message handed to the engine as if it had come from the broker (the console's controls): routed
     /// and validated by the same `InboundRouter`, answered on the same result and response topics. Never
-    /// retained, never old.
+    /// retained, never old. It runs on the caller's task: the bounds it hits are this bridge's.
     public func submit(topic: String, payload: [UInt8]) {
-        handle(InboundMessage(topic: topic, payload: payload, retain: false, qos: 1))
+        Bounds.$counter.withValue(bounds) { handle(InboundMessage(topic: topic, payload: payload, retain: false, qos: 1)) }
     }
 }

@@ -213,9 +213,7 @@ extension BridgeEngine {
     /// that comes back after every retained config the broker sends for that subscription.
     func maybeSweep() {
         guard settings.discovery, connectedOnce, !stopped, case .waiting = sweep, entries.values.allSatisfy(\.settled) else { return }
-        var bytes = [UInt8](repeating: 0, count: 8)
-        for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255) }
-        let nonce = bytes.hexString
+        let nonce = randomHex(bytes: 8)
         sweep = .collecting(nonce: nonce, found: [])
         updateSubscriptions(force: true)
         transport.publish(sweepTopic, Array(nonce.utf8), qos: 1, retain: false)
@@ -262,14 +260,8 @@ extension BridgeEngine {
         var adapters: [String: JSONValue] = [:]
         for id in adapterOrder {
             let a = entries[id]!
-            var entry: [String: JSONValue] = a.metrics
-            entry["status"] = .string(a.status.description)
-            entry["devices"] = JSONValue(a.registry.devices.count)
-            entry["requests"] = JSONValue(a.requests)
-            entry["errors"] = JSONValue(a.errors)
-            entry["last_error"] = a.lastError.map(JSONValue.string) ?? .null
-            entry["last_ok"] = a.lastOK.map { .string(Timestamp.rfc3339($0)) } ?? .null
-            adapters[id] = .object(entry)
+            adapters[id] = BridgeAPI.adapterHealth(status: a.status, devices: a.registry.devices.count, requests: a.requests, errors: a.errors,
+                                                   lastError: a.lastError, lastOK: a.lastOK, metrics: a.metrics)
         }
         let health = BridgeAPI.health(uptime: uptime, rss: ProcessStats.residentBytes(), transport: transport.stats(), adapters: adapters,
                                       limits: bounds.snapshot)

@@ -43,6 +43,9 @@ public actor BridgeEngine {
     struct Reply: Sendable {
         /// The engine's number for the command (the key of `awaiting`).
         let ticket: UInt64
+        /// The adapter it was routed to, and when: its outcome is reported from these (`EngineObservers`).
+        let adapter: String
+        let routedAt: MonotonicInstant
         let topic: String
         let transaction: JSONValue?
         let resultTopic: String
@@ -81,7 +84,8 @@ public actor BridgeEngine {
     }
 
     /// The engine's entry for one adapter id: the instance running now, its devices, its status and
-    /// counters for bridge/health, and the commands waiting for it.
+    /// counters for bridge/health (upstream requests and errors since the bridge started: carried to the
+    /// next instance, like the registry), and the commands waiting for it.
     final class AdapterEntry {
         let hosted: HostedAdapter
         var registry: DeviceRegistry
@@ -158,8 +162,11 @@ public actor BridgeEngine {
     /// `replaceAdapters` in progress, and the calls waiting for it.
     var replacingAdapters = false
     var replacementQueue: [CheckedContinuation<Void, Never>] = []
+    /// Upstream requests and errors of adapters a reload removed, for the day their id comes back: an
+    /// adapter's totals only grow.
+    var retiredTotals: [String: (requests: Int, errors: Int)] = [:]
     var nextTicket: UInt64 = 0
-    let observers = EngineObservers()
+    nonisolated let observers = EngineObservers()
     let childJobs: AsyncStream<ChildJob>
     let childJobQueue: AsyncStream<ChildJob>.Continuation
 
@@ -290,8 +297,13 @@ public actor BridgeEngine {
     /// Replaces adapters after a config reload: each of `start` replaces the running adapter of its id
     /// (which is stopped first, its devices kept until the new listing says otherwise) or starts anew;
     /// the ids in `remove` are stopped and their devices removed. Returns once the old adapters have
-    /// stopped (and released what they held).
+    /// stopped (and released what they held). Runs on the caller's task: the bounds it hits (held
+    /// commands routed again) are this bridge's.
     public func replaceAdapters(start: [any Adapter], remove: Set<String>) async {
+        await Bounds.$counter.withValue(bounds) { await replace(start: start, remove: remove) }
+    }
+
+    func replace(start: [any Adapter], remove: Set<String>) async {
         // One replacement at a time: this one suspends while adapters drain and stop, and a second one
         // meanwhile would find the same old entry and start a second instance beside the first.
         while replacingAdapters { await withCheckedContinuation { replacementQueue.append($0) } }
@@ -304,6 +316,7 @@ public actor BridgeEngine {
             guard let entry = entries[id] else { continue }
             entry.replacing = true
             await stopAdapter(entry, drain: true)
+            retiredTotals[id] = (entry.requests, entry.errors)
             var out: [RegistryOutput] = []
             entry.registry.removeAll(reason: "adapter removed from config", into: &out)
             emit(out)
@@ -348,6 +361,7 @@ public actor BridgeEngine {
             entry.held = old.held
             entry.heldBytes = old.heldBytes
         }
+        (entry.requests, entry.errors) = old.map { ($0.requests, $0.errors) } ?? retiredTotals.removeValue(forKey: id) ?? (0, 0)
         entries[id] = entry
         if case .terminated = childJobQueue.yield(.host(hosted)) {
             hosted.stopped.signal()   // the engine is stopping: it never runs
@@ -384,21 +398,15 @@ public actor BridgeEngine {
     /// most `drainTimeout`); whatever it did not answer is answered with an error once it has stopped.
     func stopAdapter(_ entry: AdapterEntry, drain: Bool) async {
         entry.hosted.queue.finish()
-        if drain { await Self.wait(for: entry.hosted.drained, atMost: settings.drainTimeout, clock: clock) }
+        if drain {
+            let drained = entry.hosted.drained
+            await firstResult(of: { await drained.wait() }, within: settings.drainTimeout, clock: clock, otherwise: ())
+        }
         entry.stopping = true
         entry.hosted.stop.signal()
         await entry.hosted.stopped.wait()
         answerLeftovers(adapterID: entry.adapter.id, generation: entry.generation,
                         "adapter '\(entry.adapter.id)' stopped before the command was carried out")
-    }
-
-    nonisolated static func wait(for latch: Latch, atMost seconds: Double, clock: any BridgeClock) async {
-        await withTaskGroup(of: Void.self) { g in
-            g.addTask { await latch.wait() }
-            g.addTask { try? await clock.sleep(seconds: seconds) }
-            await g.next()
-            g.cancelAll()
-        }
     }
 
     /// Clean shutdown (design.md §11): `offline` on every device availability topic and every mirror's.
@@ -460,8 +468,8 @@ public actor BridgeEngine {
             if let entry = entries[adapter] { enqueue(entry, .mirror(path: path, payload: m.payload, topic: topic)) }
         case .command(let adapter, let command, let topic, let transaction, let resultTopic):
             nextTicket += 1
-            observers.commandRouted(nextTicket, adapter: adapter, at: clock.now())
-            let reply = Reply(ticket: nextTicket, topic: topic, transaction: transaction, resultTopic: resultTopic)
+            let reply = Reply(ticket: nextTicket, adapter: adapter, routedAt: clock.now(), topic: topic, transaction: transaction,
+                              resultTopic: resultTopic)
             if let entry = entries[adapter] { enqueue(entry, .command(command, reply)) }
         case .refresh(let adapter, let deviceID, let topic):
             if let entry = entries[adapter] { enqueue(entry, .refresh(deviceID: deviceID, topic: topic)) }
@@ -527,7 +535,7 @@ public actor BridgeEngine {
     func refuse(_ work: AdapterWork, _ message: String) {
         switch work {
         case .command(_, let r):
-            observers.commandFinished(r.ticket, ok: false, at: clock.now())
+            observers.commandFinished(r, ok: false, at: clock.now())
             reportError(message, topic: r.topic, transaction: r.transaction, resultTopic: r.resultTopic)
         case .mirror(_, _, let topic), .refresh(_, let topic): reportError(message, topic: topic, transaction: nil, resultTopic: nil)
         }
@@ -542,8 +550,9 @@ public actor BridgeEngine {
     /// The one result of a command: `ok`, or its error (also on bridge/log). A command answered already
     /// (by `answerLeftovers`, when its adapter stopped) only logs.
     func answer(_ r: Reply, error: String?) {
-        observers.commandFinished(r.ticket, ok: error == nil, at: clock.now())
         let first = r.transaction != nil && awaiting.removeValue(forKey: r.ticket) != nil
+        // Its outcome is counted once: a command with a transaction when it leaves `awaiting`.
+        if first || r.transaction == nil { observers.commandFinished(r, ok: error == nil, at: clock.now()) }
         if let error {
             reportError(error, topic: r.topic, transaction: first ? r.transaction : nil, resultTopic: r.resultTopic)
         } else if first, let transaction = r.transaction {
@@ -561,7 +570,9 @@ public actor BridgeEngine {
     /// Carries out one piece of work in arrival order, on the adapter's worker: it calls the adapter itself
     /// (one hop, onto the adapter) and comes to the engine only with something to publish. A command's
     /// outcome is awaited off the queue (the returned closure, run as a child of the worker), so an adapter
-    /// that merges requests (LIFX) sees the next command while the previous one is still on the wire.
+    /// that merges requests (LIFX) sees the next command while the previous one is still on the wire. A
+    /// command that went well without a transaction publishes nothing: the worker reports its outcome to
+    /// the observer itself (`EngineObservers` is behind a lock), with no hop to the engine.
     nonisolated static func carryOut(_ work: AdapterWork, _ h: HostedAdapter, engine: BridgeEngine) async -> (@Sendable () async -> Void)? {
         let adapter = h.adapter, context = h.context
         switch work {
@@ -573,12 +584,18 @@ public actor BridgeEngine {
                 await engine.answer(reply, error: message(of: error, adapter: adapter.id))
                 return nil
             }
-            // A command without a transaction that went well has nothing to publish: no hop to the engine.
-            if pending.isDone && reply.transaction == nil { return nil }
+            if pending.isDone && reply.transaction == nil {
+                engine.observers.commandFinished(reply, ok: true, at: engine.clock.now())
+                return nil
+            }
             return {
                 var failure: String?
                 do { try await pending.wait() } catch { failure = message(of: error, adapter: adapter.id) }
-                if failure != nil || reply.transaction != nil { await engine.answer(reply, error: failure) }
+                if failure != nil || reply.transaction != nil {
+                    await engine.answer(reply, error: failure)
+                } else {
+                    engine.observers.commandFinished(reply, ok: true, at: engine.clock.now())
+                }
             }
         case .mirror(let path, let payload, let topic):
             guard let mirror = adapter as? any MirrorAdapter else { return nil }
@@ -623,7 +640,7 @@ public actor BridgeEngine {
 extension BridgeEngine {
     /// SIGHUP: the same as `bridge/request/config/reload`, answered on `bridge/response/config/reload`.
     public func reloadFromSignal() {
-        handleRequest(path: "config/reload", payload: [])
+        Bounds.$counter.withValue(bounds) { handleRequest(path: "config/reload", payload: []) }
     }
 
     /// Answers while the actor is not wedged (for the systemd watchdog).

@@ -88,12 +88,22 @@ public enum AdapterStatus: Sendable, Equatable, CustomStringConvertible {
     case disabled(String)
     case error(String)
 
-    public var description: String {
+    /// The status without its reason: `starting`, `running`, `disabled` or `error` (one of `kinds`).
+    public var kind: String {
         switch self {
         case .starting: return "starting"
         case .running: return "running"
-        case .disabled(let r): return "disabled: \(r)"
-        case .error(let r): return "error: \(r)"
+        case .disabled: return "disabled"
+        case .error: return "error"
+        }
+    }
+
+    public static let kinds = ["starting", "running", "disabled", "error"]
+
+    public var description: String {
+        switch self {
+        case .starting, .running: return kind
+        case .disabled(let r), .error(let r): return "\(kind): \(r)"
         }
     }
 }

@@ -10,3 +10,10 @@ extension Sequence<UInt8> {
         return String(decoding: out, as: UTF8.self)
     }
 }
+
+/// `count` bytes from the system's random source, as lower-case hex (`2 × count` digits): nonces,
+/// session ids, an OAuth `state`.
+public func randomHex(bytes count: Int) -> String {
+    var rng = SystemRandomNumberGenerator()
+    return (0..<count).map { _ in UInt8.random(in: 0...255, using: &rng) }.hexString
+}

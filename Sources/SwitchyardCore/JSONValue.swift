@@ -119,20 +119,28 @@ public enum JSONValue: Sendable, Equatable, Hashable {
     }
 
     static func writeString(_ s: String, into out: inout String) {
-        out += "\""
         // Most strings need no escape: append them whole (callgrind: the per-scalar loop was the
         // serialiser's main cost).
         if !s.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5c }) {
+            out += "\""
             out += s
             out += "\""
             return
         }
         // Escaped byte by byte into one buffer, appended once: hostile input quoted in an error message is
         // full of quotes, and appending scalar by scalar to a String cost more than parsing it.
-        let hex = hexDigits
         var buf: [UInt8] = []
         buf.reserveCapacity(s.utf8.count + 16)
-        for b in s.utf8 {
+        appendString(s.utf8, to: &buf)
+        out += String(decoding: buf, as: UTF8.self)
+    }
+
+    /// Appends `utf8` (valid UTF-8) to `buf` as a JSON string, quotes included: the one byte-level string
+    /// writer, for `serialized` and for JSON built from bytes (the console's frames of MQTT payloads).
+    public static func appendString(_ utf8: some Sequence<UInt8>, to buf: inout [UInt8]) {
+        let hex = hexDigits
+        buf.append(0x22)
+        for b in utf8 {
             switch b {
             case 0x22: buf += [0x5C, 0x22]
             case 0x5C: buf += [0x5C, 0x5C]
@@ -143,8 +151,7 @@ public enum JSONValue: Sendable, Equatable, Hashable {
             default: buf.append(b)
             }
         }
-        out += String(decoding: buf, as: UTF8.self)
-        out += "\""
+        buf.append(0x22)
     }
 }
 

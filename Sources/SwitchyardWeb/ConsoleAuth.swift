@@ -11,7 +11,7 @@ import SwitchyardCore
 /// (`HttpOnly`, `SameSite=Strict`); without one (loopback only), anyone on this machine. Tokens and
 /// sessions are compared in constant time. Sessions live in memory: a restart, or a changed `web:`
 /// section, logs everyone out.
-final class ConsoleAuth: Sendable {
+public final class ConsoleAuth: Sendable {
     static let cookieName = "switchyard_console"
     /// Sessions kept at once; the oldest is dropped past this.
     static let maxSessions = 32
@@ -20,7 +20,7 @@ final class ConsoleAuth: Sendable {
     let secure: Bool
     let sessions = Locked<[[UInt8]]>([])
 
-    init(token: String?, secure: Bool) {
+    public init(token: String?, secure: Bool) {
         self.token = token.map { Array($0.utf8) }
         self.secure = secure
     }
@@ -60,10 +60,7 @@ final class ConsoleAuth: Sendable {
 
     /// A new session after a good login: its cookie header.
     func newSession() -> String {
-        var bytes = [UInt8](repeating: 0, count: 32)
-        var rng = SystemRandomNumberGenerator()
-        for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255, using: &rng) }
-        let value = bytes.hexString
+        let value = randomHex(bytes: 32)
         sessions.withLock { s in
             if s.count >= Self.maxSessions { s.removeFirst(s.count - Self.maxSessions + 1) }
             s.append(Array(value.utf8))
@@ -80,7 +77,7 @@ final class ConsoleAuth: Sendable {
     }
 
     /// `name`'s value in a Cookie header (`a=1; b=2`).
-    static func cookieValue(_ header: String, name: String) -> String? {
+    public static func cookieValue(_ header: String, name: String) -> String? {
         for part in header.split(separator: ";") {
             let kv = part.split(separator: "=", maxSplits: 1)
             if kv.count == 2, kv[0].trimmingWhitespace() == name { return String(kv[1]).trimmingWhitespace() }
@@ -89,7 +86,7 @@ final class ConsoleAuth: Sendable {
     }
 
     /// The `token` field of a login form (`application/x-www-form-urlencoded`).
-    static func formField(_ body: String, _ name: String) -> String? {
+    public static func formField(_ body: String, _ name: String) -> String? {
         for pair in body.split(separator: "&") {
             let kv = pair.split(separator: "=", maxSplits: 1)
             guard kv.count == 2, kv[0] == name else { continue }
@@ -98,7 +95,7 @@ final class ConsoleAuth: Sendable {
         return nil
     }
 
-    static func percentDecoded(_ s: String) -> String {
+    public static func percentDecoded(_ s: String) -> String {
         var out: [UInt8] = []
         var bytes = Array(s.utf8)[...]
         while let b = bytes.popFirst() {
@@ -118,7 +115,7 @@ final class ConsoleAuth: Sendable {
     /// to anything on this machine, so another site open in the same browser, or a name that resolves to
     /// 127.0.0.1 (DNS rebinding), must not be able to use it: the Host must be a loopback name and an
     /// Origin, when sent, must be the console's own.
-    func sameOrigin(host: String?, origin: String?) -> Bool {
+    public func sameOrigin(host: String?, origin: String?) -> Bool {
         if !required {
             guard let host, let name = Self.hostName(host), SwitchyardConfig.Web.isLoopback(name) else { return false }
         }
@@ -129,12 +126,8 @@ final class ConsoleAuth: Sendable {
         return origin == "http://\(host)" || origin == "https://\(host)"
     }
 
-    /// The name part of a Host header (`127.0.0.1:9180` → `127.0.0.1`, `[::1]:9180` → `::1`).
-    static func hostName(_ host: String) -> String? {
-        if host.hasPrefix("[") {
-            guard let close = host.firstIndex(of: "]") else { return nil }
-            return String(host[host.index(after: host.startIndex)..<close])
-        }
-        return String(host.split(separator: ":", maxSplits: 1).first ?? "")
+    /// The name part of a Host header (`127.0.0.1:9180` → `127.0.0.1`, `[::1]:9180` → `::1`); nil when malformed.
+    public static func hostName(_ host: String) -> String? {
+        SwitchyardConfig.Web.splitHostPort(host).map { String($0.host) }
     }
 }

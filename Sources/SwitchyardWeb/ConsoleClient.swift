@@ -13,14 +13,21 @@ import SwitchyardCore
 /// (its connection closed, nothing kept for it). The reader takes the page's requests: `sub` (the Home
 /// Assistant mirror's topics or not), `cmd` (a command or bridge request, handed to the engine as if it
 /// came from the broker, answered with its result) and `disc` (a device's discovery configs).
+///
+/// What answers the page's requests is bounded without a timer: the reader reads nothing more while an
+/// answer it made (`disc`, a refusal) waits to be sent, so a page that sends and never reads is pushed
+/// back on by TCP; a command counts against `maxPending` until its answer is sent; and the answers
+/// waiting, in all, past `maxReplyBytes` cut the page off (`Replies`).
 final class ConsoleClient: Sendable {
     struct Limits: Sendable {
         /// Bytes of payloads per `m` frame (a single larger payload goes alone).
         var frameBudget = 64 * 1024
         /// A page's message (a command), at most.
         var maxInbound = 64 * 1024
-        /// Commands a page may have waiting for their results at once.
+        /// Commands a page may have waiting for their results at once (until the answer is sent).
         var maxPending = 32
+        /// Bytes of answers waiting to be sent to the page, at most (past it, the page is cut off).
+        var maxReplyBytes = 2 << 20
         /// A command unanswered this long is answered `timeout` to the page.
         var answerTimeout = 30.0
         /// At most this many frames a second (changes in between go together).
@@ -28,11 +35,42 @@ final class ConsoleClient: Sendable {
         var stallTimeout = 10.0
     }
 
+    /// Frames that answer the page's requests, in order, and what they hold: at most one from the reader
+    /// (which waits for it to be sent) and one per command in flight, `maxBytes` in all.
+    struct Replies {
+        enum Origin { case reader, command }
+        var queue: [(text: String, origin: Origin)] = []
+        var bytes = 0
+        /// Frames the reader made that are not sent yet.
+        var fromReader = 0
+
+        /// False when the frame would take the queue past `maxBytes` (it is not queued).
+        mutating func add(_ text: String, _ origin: Origin, maxBytes: Int) -> Bool {
+            guard bytes + text.utf8.count <= maxBytes else { return false }
+            queue.append((text, origin))
+            bytes += text.utf8.count
+            if origin == .reader { fromReader += 1 }
+            return true
+        }
+
+        /// Everything queued, for the sender; the bytes stay counted until each frame is `sent`.
+        mutating func take() -> [(text: String, origin: Origin)] {
+            defer { queue = [] }
+            return queue
+        }
+
+        mutating func sent(_ frame: (text: String, origin: Origin)) {
+            bytes -= frame.text.utf8.count
+            if frame.origin == .reader { fromReader -= 1 }
+        }
+    }
+
     struct State {
         var mirror = false
         var resubscribe = false
+        /// Commands taken whose answer is not sent yet.
         var pending = 0
-        var direct: [String] = []
+        var replies = Replies()
         var writingSince: ContinuousClock.Instant?
         var nextCommand: UInt64 = 0
         var statusDue = true
@@ -49,6 +87,9 @@ final class ConsoleClient: Sendable {
     let state = Locked(State())
     let wake: AsyncStream<Void>
     let poke: AsyncStream<Void>.Continuation
+    /// Wakes the reader when a frame it made has been sent.
+    let readerWake: AsyncStream<Void>
+    let readerPoke: AsyncStream<Void>.Continuation
 
     init(id: UInt64, feed: ConsoleFeed, engine: BridgeEngine, stats: @escaping @Sendable () -> TransportStats, auth: Bool,
          channel: any Channel, limits: Limits) {
@@ -59,9 +100,9 @@ final class ConsoleClient: Sendable {
         self.auth = auth
         self.channel = channel
         self.limits = limits
-        var rng = SystemRandomNumberGenerator()
-        nonce = (0..<8).map { _ in UInt8.random(in: 0...255, using: &rng) }.hexString
+        nonce = randomHex(bytes: 8)
         (wake, poke) = feed.register(id)
+        (readerWake, readerPoke) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     /// The page's whole life; returns when it goes, is cut off, or the console stops.
@@ -93,20 +134,23 @@ final class ConsoleClient: Sendable {
         try await write(out, hello.serialized)
         var cursor = try await resync(out, mirrors)
         var last = ContinuousClock.now
-        var lastStatus = ""
         for await _ in wake {
             let gap = ContinuousClock.now - last
             if gap < .seconds(limits.minFrameInterval) { try await Task.sleep(for: .seconds(limits.minFrameInterval) - gap) }
-            let (direct, again, statusDue) = state.withLock { s in
-                defer { s.direct = []; s.resubscribe = false; s.statusDue = false }
-                return (s.direct, s.resubscribe, s.statusDue)
+            let (replies, again, statusDue) = state.withLock { s in
+                defer { s.resubscribe = false; s.statusDue = false }
+                return (s.replies.take(), s.resubscribe, s.statusDue)
             }
-            for d in direct { try await write(out, d) }
-            if statusDue {
-                let status = await self.status().serialized
-                if status != lastStatus { try await write(out, status) }
-                lastStatus = status
+            for r in replies {
+                try await write(out, r.text)
+                state.withLock { s in
+                    s.replies.sent(r)
+                    if r.origin == .command { s.pending -= 1 }
+                }
+                if r.origin == .reader { readerPoke.yield() }
             }
+            // It holds the uptime: it differs every time.
+            if statusDue { try await write(out, await self.status().serialized) }
             if again { cursor = try await resync(out, mirrors) }
             var more = true
             while more {
@@ -116,7 +160,7 @@ final class ConsoleClient: Sendable {
                     cursor = try await resync(out, mirrors)
                     more = false
                 case .changes(let items, let next, let m):
-                    if !items.isEmpty { try await write(out, Self.frame(items)) }
+                    if !items.isEmpty { try await write(out, PageProtocol.frame(items)) }
                     cursor = next
                     more = m
                 }
@@ -135,12 +179,12 @@ final class ConsoleClient: Sendable {
             batch.append(item)
             bytes += item.topic.utf8.count + (item.payload?.count ?? 0)
             if bytes >= limits.frameBudget {
-                try await write(out, Self.frame(batch))
+                try await write(out, PageProtocol.frame(batch))
                 batch.removeAll(keepingCapacity: true)
                 bytes = 0
             }
         }
-        if !batch.isEmpty { try await write(out, Self.frame(batch)) }
+        if !batch.isEmpty { try await write(out, PageProtocol.frame(batch)) }
         try await write(out, #"{"t":"synced"}"#)
         return cursor
     }
@@ -152,24 +196,22 @@ final class ConsoleClient: Sendable {
         try await out.writeTextMessage(text)
     }
 
-    /// Readiness and the broker link, live (`bridge/health` comes only every `health.interval`).
+    /// `bridge/health`'s figures, live (it is published only every `health.interval`), with readiness.
     func status() async -> JSONValue {
         let s = stats()
         let e = await engine.snapshot()
         let reasons = ConsoleService.notReady(e, s)
         var adapters: [String: JSONValue] = [:]
         for a in e.adapters {
-            adapters[a.id] = ["status": .string(a.status.description), "devices": JSONValue(a.devices), "requests": JSONValue(a.requests),
-                              "errors": JSONValue(a.errors), "last_error": a.lastError.map(JSONValue.string) ?? .null]
+            adapters[a.id] = BridgeAPI.adapterHealth(status: a.status, devices: a.devices, requests: a.requests, errors: a.errors,
+                                                     lastError: a.lastError, lastOK: a.lastOK)
         }
-        return [
-            "t": "status", "ready": .bool(reasons.isEmpty), "reasons": .array(reasons.map(JSONValue.string)),
-            "uptime": .number(e.uptime), "rss_bytes": ProcessStats.residentBytes().map { JSONValue($0) } ?? .null,
-            "limits": .object(engine.bounds.snapshot.mapValues { JSONValue($0) }), "adapters": .object(adapters),
-            "mqtt": ["connected": .bool(s.connected), "published": JSONValue(s.published), "received": JSONValue(s.received),
-                     "outbox": JSONValue(s.outbox), "outbox_event_bytes": JSONValue(s.outboxEventBytes), "dropped": JSONValue(s.dropped),
-                     "connects": JSONValue(s.connects), "inbound_pauses": JSONValue(s.inboundPauses), "oversize": JSONValue(s.oversize)],
-        ]
+        var status = BridgeAPI.health(uptime: e.uptime, rss: ProcessStats.residentBytes(), transport: s, adapters: adapters,
+                                      limits: engine.bounds.snapshot).objectValue ?? [:]
+        status["t"] = "status"
+        status["ready"] = .bool(reasons.isEmpty)
+        status["reasons"] = .array(reasons.map(JSONValue.string))
+        return .object(status)
     }
 
     /// Cuts a stalled page off; asks the sender for the status every 2 s.
@@ -184,83 +226,58 @@ final class ConsoleClient: Sendable {
             }
             let since = state.withLock { $0.writingSince }
             if let since, ContinuousClock.now - since > .seconds(limits.stallTimeout) {
-                feed.metrics.clientCut("slow")
-                engine.bounds.hit("web_slow_client")
-                channel.close(promise: nil)
+                cut("slow", bound: "web_slow_client")
                 throw CancellationError()
             }
         }
     }
 
-    /// `{"t":"m","m":[[topic,payload],…]}`: payloads as JSON strings (null: a retained topic was cleared).
-    static func frame(_ items: [ConsoleFeed.Item]) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(items.reduce(16) { $0 + $1.topic.utf8.count + ($1.payload?.count ?? 4) + 8 })
-        out.append(contentsOf: #"{"t":"m","m":["#.utf8)
-        for (i, item) in items.enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            out.append(UInt8(ascii: "["))
-            appendJSONString(&out, item.topic.utf8)
-            out.append(UInt8(ascii: ","))
-            if let p = item.payload {
-                if let s = String(validating: p, as: UTF8.self) { appendJSONString(&out, s.utf8) } else {
-                    appendJSONString(&out, String(decoding: p, as: UTF8.self).utf8)
-                }
-            } else {
-                out.append(contentsOf: "null".utf8)
-            }
-            out.append(UInt8(ascii: "]"))
-        }
-        out.append(contentsOf: "]}".utf8)
-        return String(decoding: out, as: UTF8.self)
+    /// Cuts the page off: its connection closed, nothing kept for it.
+    func cut(_ reason: String, bound: String) {
+        feed.metrics.clientCut(reason)
+        engine.bounds.hit(bound)
+        channel.close(promise: nil)
     }
 
-    static func appendJSONString(_ out: inout [UInt8], _ s: some Sequence<UInt8>) {
-        let hex: [UInt8] = Array("0123456789abcdef".utf8)
-        out.append(UInt8(ascii: "\""))
-        for b in s {
-            switch b {
-            case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case 0x0A: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case 0..<0x20, 0x7F:
-                out.append(contentsOf: Array(#"\u00"#.utf8))
-                out.append(hex[Int(b >> 4)])
-                out.append(hex[Int(b & 15)])
-            default: out.append(b)
-            }
+    /// An answer to one of the page's requests, for the sender to send next. Past `maxReplyBytes` waiting,
+    /// the page is cut off instead.
+    func reply(_ v: JSONValue, _ origin: Replies.Origin) {
+        let text = v.serialized
+        guard state.withLock({ $0.replies.add(text, origin, maxBytes: limits.maxReplyBytes) }) else {
+            cut("replies", bound: "web_client_replies")
+            return
         }
-        out.append(UInt8(ascii: "\""))
-    }
-
-    /// A frame for the sender to send next (answers to the page's requests).
-    func direct(_ v: JSONValue) {
-        state.withLock { $0.direct.append(v.serialized) }
         poke.yield()
+    }
+
+    /// The reader's answer: sent before the reader reads the page's next message.
+    func replyAndWait(_ v: JSONValue, _ woken: inout AsyncStream<Void>.Iterator) async throws {
+        reply(v, .reader)
+        while state.withLock({ $0.replies.fromReader > 0 }) {
+            guard await woken.next() != nil else { throw CancellationError() }
+        }
     }
 
     // MARK: reading
 
     func read(_ inbound: WebSocketInboundStream, mirrors: [String]) async throws {
+        var woken = readerWake.makeAsyncIterator()
         try await withThrowingDiscardingTaskGroup { g in
             for try await message in inbound.messages(maxSize: limits.maxInbound) {
-                guard case .text(let text) = message, let m = try? JSONValue.parse(text), case .string(let t)? = m["t"] else { continue }
-                let id = m["id"] ?? .null
-                switch t {
-                case "sub":
+                guard case .text(let text) = message, let request = PageProtocol.request(text) else { continue }
+                switch request {
+                case .sub(let mirror):
                     state.withLock { s in
-                        let mirror = m["mirror"]?.boolValue ?? false
                         if mirror != s.mirror { s.resubscribe = true }
                         s.mirror = mirror
                     }
                     poke.yield()
-                case "disc":
-                    guard case .string(let adapter)? = m["adapter"], case .string(let device)? = m["device_id"] else { continue }
+                case .disc(let id, let adapter, let device):
                     let configs = feed.discoveryConfigs(adapter: adapter, deviceID: device).map { (topic, payload) -> JSONValue in
                         [.string(topic), .string(String(decoding: payload, as: UTF8.self))]
                     }
-                    direct(["t": "disc", "id": id, "configs": .array(configs)])
-                case "cmd":
+                    try await replyAndWait(["t": "disc", "id": id, "configs": .array(configs)], &woken)
+                case .cmd(let id, let m):
                     let number = state.withLock { s -> UInt64? in
                         guard s.pending < limits.maxPending else { return nil }
                         s.pending += 1
@@ -268,58 +285,38 @@ final class ConsoleClient: Sendable {
                         return s.nextCommand
                     }
                     guard let number else {
-                        direct(["t": "res", "id": id, "status": "error", "error": .string("more than \(limits.maxPending) commands are waiting for their results")])
+                        try await replyAndWait(["t": "res", "id": id, "status": "error",
+                                                "error": .string("more than \(limits.maxPending) commands are waiting for their results")], &woken)
                         continue
                     }
                     g.addTask {
                         let answer = await self.command(m, number: number, mirrors: mirrors)
-                        self.state.withLock { $0.pending -= 1 }
                         var o = answer.objectValue ?? [:]
                         o["t"] = "res"
                         o["id"] = id
-                        self.direct(.object(o))
+                        self.reply(.object(o), .command)
                     }
-                default:
-                    continue
                 }
             }
         }
     }
 
-    /// A page's command: a topic the engine takes from MQTT (`…/set`, `…/get`, `bridge/request/…`) and its
-    /// payload, handed to the engine exactly as a broker would hand it (InboundRouter validates it). A JSON
-    /// object gets a transaction of ours, and the answer is the command's result or the request's response.
+    /// Carries a page's command out; the answer is its result, the request's response, or "sent".
     func command(_ m: JSONValue, number: UInt64, mirrors: [String]) async -> JSONValue {
-        guard case .string(let topic)? = m["topic"] else { return ["status": "error", "error": "no topic"] }
-        let scheme = feed.scheme
-        let kind = scheme.classify(topic)
-        // Answered with a result: a command for a device (as a JSON object) and a bridge request. A mirror's
-        // command (Home Assistant) and `/get` have none: they are sent, and their errors go to bridge/log.
-        var answered = true
-        switch kind {
-        case .set(let adapter, _, _): answered = !mirrors.contains(adapter)
-        case .get: answered = false
-        case .request: break
-        default:
-            return ["status": "error", "error": "the console sends commands (…/set, …/get) and bridge requests only"]
-        }
-        var body = m["payload"] ?? .object([:])
-        let transaction = "console-\(nonce)-\(number)"
-        guard answered, case .object(var o) = body else {
-            let bytes: [UInt8]
-            if case .string(let s) = body { bytes = Array(s.utf8) } else { bytes = body.bytes }
-            await engine.submit(topic: topic, payload: bytes)
-            return ["status": "sent"]
-        }
-        o["transaction"] = .string(transaction)
-        body = .object(o)
-        let payload = body.bytes
         let engine = self.engine
-        guard let answer = await feed.awaitAnswer(transaction, timeout: limits.answerTimeout, send: { await engine.submit(topic: topic, payload: payload) })
-        else { return ["status": "timeout", "error": .string("no answer within \(Int(limits.answerTimeout)) s")] }
-        var out: [String: JSONValue] = ["status": answer["status"] ?? "error"]
-        if let e = answer["error"] { out["error"] = e }
-        if let d = answer["data"] { out["data"] = d }
-        return .object(out)
+        switch PageProtocol.submission(m, scheme: feed.scheme, mirrors: mirrors, transaction: "console-\(nonce)-\(number)") {
+        case .refused(let why):
+            return ["status": "error", "error": .string(why)]
+        case .send(let topic, let payload):
+            await engine.submit(topic: topic, payload: payload)
+            return ["status": "sent"]
+        case .ask(let topic, let payload, let transaction):
+            guard let answer = await feed.awaitAnswer(transaction, timeout: limits.answerTimeout, send: { await engine.submit(topic: topic, payload: payload) })
+            else { return ["status": "timeout", "error": .string("no answer within \(Int(limits.answerTimeout)) s")] }
+            var out: [String: JSONValue] = ["status": answer["status"] ?? "error"]
+            if let e = answer["error"] { out["error"] = e }
+            if let d = answer["data"] { out["data"] = d }
+            return .object(out)
+        }
     }
 }

@@ -161,9 +161,13 @@ public final class ConsoleFeed: EngineObserver, Sendable {
     }
 
     /// One message for a page: a topic and its payload (nil: the retained topic was cleared).
-    struct Item {
-        let topic: String
-        let payload: [UInt8]?
+    public struct Item: Sendable {
+        public let topic: String
+        public let payload: [UInt8]?
+        public init(topic: String, payload: [UInt8]?) {
+            self.topic = topic
+            self.payload = payload
+        }
     }
 
     /// Everything a page that opens (or falls behind) is sent: every retained topic (the bridge's own
@@ -234,21 +238,13 @@ public final class ConsoleFeed: EngineObserver, Sendable {
         let (answers, continuation) = AsyncStream.makeStream(of: JSONValue.self, bufferingPolicy: .bufferingNewest(1))
         state.withLock { $0.awaiting[transaction] = continuation }
         await send()
-        return await withTaskGroup(of: JSONValue?.self) { g in
-            g.addTask {
-                for await a in answers { return a }
-                return nil
-            }
-            g.addTask {
-                try? await Task.sleep(for: .seconds(timeout))
-                return nil
-            }
-            let first = await g.next() ?? nil
-            state.withLock { $0.awaiting[transaction] = nil }
-            continuation.finish()
-            g.cancelAll()
-            return first
-        }
+        let first = await firstResult(of: { () -> JSONValue? in
+            for await a in answers { return a }
+            return nil
+        }, within: timeout, otherwise: nil)
+        state.withLock { $0.awaiting[transaction] = nil }
+        continuation.finish()
+        return first
     }
 
     var retainedCount: Int { state.withLock { $0.retained.count } }

@@ -4,9 +4,8 @@ import SwitchyardCore
 
 /// `/metrics` (docs/console.md lists every series): swift-metrics types made by a Prometheus factory over
 /// this console's own registry (no process-wide bootstrap: several bridges can live in one test process).
-/// Figures the bridge keeps as totals (the transport's, each adapter's, the bounds) are read at each scrape
-/// and added as increments, so that a counter never goes backwards, even when an adapter restarts with its
-/// own counts from zero.
+/// Figures the bridge keeps as totals (the transport's, each adapter's, the bounds; each only grows) are
+/// read at each scrape and added as increments.
 final class ConsoleMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
     let factory: PrometheusMetricsFactory
@@ -19,8 +18,6 @@ final class ConsoleMetrics: Sendable {
         var timers: [String: CoreMetrics.Timer] = [:]
     }
     let totals = Locked(Totals())
-
-    static let statuses = ["starting", "running", "disabled", "error"]
 
     init() {
         var f = PrometheusMetricsFactory(registry: registry)
@@ -58,14 +55,14 @@ final class ConsoleMetrics: Sendable {
         cached(name, labels, \.timers) { CoreMetrics.Timer(label: name, dimensions: labels, preferredDisplayUnit: .seconds, factory: factory) }
     }
 
-    /// Adds what a total grew by since the last scrape; a total smaller than before started again from zero
-    /// (an adapter restarted): all of it is new.
+    /// Adds what a total grew by since the last scrape. The engine's totals only grow (an adapter's are
+    /// carried across its restarts): one that did not grow adds nothing.
     func total(_ name: String, _ labels: [(String, String)] = [], _ value: Int) {
         let k = Self.key(name, labels)
         let step = totals.withLock { t -> Int in
             let before = t.last[k] ?? 0
-            t.last[k] = value
-            return value >= before ? value - before : value
+            t.last[k] = max(before, value)
+            return max(0, value - before)
         }
         let c = counter(name, labels)
         if step > 0 { c.increment(by: Int64(step)) }
@@ -107,14 +104,7 @@ final class ConsoleMetrics: Sendable {
         gauge("switchyard_mqtt_outbox_event_bytes").record(s.outboxEventBytes)
         for a in e.adapters {
             let l = [("adapter", a.id)]
-            let now: String
-            switch a.status {
-            case .starting: now = "starting"
-            case .running: now = "running"
-            case .disabled: now = "disabled"
-            case .error: now = "error"
-            }
-            for st in Self.statuses { gauge("switchyard_adapter_status", l + [("status", st)]).record(st == now ? 1 : 0) }
+            for st in AdapterStatus.kinds { gauge("switchyard_adapter_status", l + [("status", st)]).record(st == a.status.kind ? 1 : 0) }
             gauge("switchyard_adapter_devices", l).record(a.devices)
             gauge("switchyard_adapter_queue_bytes", l).record(a.queuedBytes)
             total("switchyard_upstream_requests_total", l, a.requests)

@@ -31,7 +31,7 @@ public final class ConsoleService: Service, Sendable {
     let continuation: AsyncStream<SwitchyardConfig.Web>.Continuation
     let bound = Locked<String?>(nil)
     let clients = Locked<(open: Int, next: UInt64)>((0, 0))
-    let connections = Connections()
+    let connections: Connections
     let listening: (@Sendable (String) -> Void)?
 
     public init(settings: SwitchyardConfig.Web, engine: BridgeEngine, feed: ConsoleFeed,
@@ -42,6 +42,7 @@ public final class ConsoleService: Service, Sendable {
         self.feed = feed
         self.transportStats = transportStats
         self.logger = logger
+        connections = Connections(bounds: engine.bounds)
         (updates, continuation) = AsyncStream.makeStream(of: SwitchyardConfig.Web.self, bufferingPolicy: .bufferingNewest(1))
     }
 
@@ -116,33 +117,39 @@ public final class ConsoleService: Service, Sendable {
 
     /// Bounds of the server (docs/console.md "Bounds").
     enum Bound {
+        /// Connections at once: the next ones wait to be accepted.
         static let connections = 64
+        /// Connections still waiting for their first request head, at most: a new one beyond closes the
+        /// oldest of them. With the pages (`web.max_clients`, at most 32), this leaves room for a probe.
+        static let waitingForHead = 16
+        /// A connection's first request head is whole within this long of its accept; the next ones within
+        /// this long of the answer before (`keepAlive`). Else the connection is closed.
+        static let headTimeout: TimeAmount = .seconds(10)
+        static let keepAlive: TimeAmount = .seconds(10)
+        /// A request head, at most (and its fields): a longer one is answered 431.
         static let headerBytes = 16 * 1024
         static let headerCount = 64
+        /// Nothing read for this long closes any connection (an open page answers the pings every 30 s).
         static let idleTimeout: TimeAmount = .seconds(60)
-        static let sendBuffer = 64 * 1024
+        /// A page's socket buffers, each way.
+        static let socketBuffer = 64 * 1024
     }
 
     func makeApplication(_ settings: SwitchyardConfig.Web) throws -> some ApplicationProtocol {
         let auth = ConsoleAuth(token: settings.authToken, secure: settings.tlsCert != nil)
         let router = Router(context: Context.self)
         router.add(middleware: Headers())
+        router.add(middleware: SameOrigin(auth: auth))
         let page = Page()
         let feed = self.feed
         let engine = self.engine
         let stats = self.transportStats
 
         @Sendable func authorised(_ r: Request) -> Bool { auth.allows(authorization: r.headers[.authorization], cookie: r.headers[.cookie]) }
-        @Sendable func sameOrigin(_ r: Request) -> Bool { auth.sameOrigin(host: r.head.authority, origin: r.headers[.origin]) }
-
-        router.get("/") { request, _ -> Response in
-            guard sameOrigin(request) else { return Page.text(.forbidden, "cross-origin request refused") }
-            return authorised(request) ? page.index : Page.login(error: nil)
-        }
+        router.get("/") { request, _ -> Response in authorised(request) ? page.index : Page.login(error: nil) }
         router.get("/console.js") { request, _ -> Response in authorised(request) ? page.script : Page.text(.unauthorized, "log in first") }
         router.get("/console.css") { _, _ in page.style }
         router.post("/login") { request, _ -> Response in
-            guard sameOrigin(request) else { return Page.text(.forbidden, "cross-origin request refused") }
             let body = try await request.body.collect(upTo: Context.maxBody)
             guard auth.required else { return Page.redirect("/") }
             if let token = ConsoleAuth.formField(String(buffer: body), "token"), auth.tokenMatches(token) {
@@ -155,13 +162,11 @@ public final class ConsoleService: Service, Sendable {
             return Page.login(error: "That is not the console's token.")
         }
         router.post("/logout") { request, _ -> Response in
-            guard sameOrigin(request) else { return Page.text(.forbidden, "cross-origin request refused") }
             var r = Page.redirect("/")
             r.headers[.setCookie] = auth.endSession(cookie: request.headers[.cookie])
             return r
         }
         router.get("/ws") { request, _ -> Response in
-            if !sameOrigin(request) { return Page.text(.forbidden, "cross-origin request refused") }
             if !authorised(request) { return Page.text(.unauthorized, "log in first") }
             return Page.text(.badRequest, "the console's WebSocket: connect with a WebSocket upgrade")
         }
@@ -187,7 +192,7 @@ public final class ConsoleService: Service, Sendable {
 
         let ws = Router(context: Context.self)
         ws.ws("/ws") { request, _ in
-            sameOrigin(request) && authorised(request) ? .upgrade([:]) : .dontUpgrade
+            auth.sameOrigin(host: request.head.authority, origin: request.headers[.origin]) && authorised(request) ? .upgrade([:]) : .dontUpgrade
         } onUpgrade: { inbound, outbound, context in
             guard let id = self.admit(max: settings.maxClients) else {
                 try await outbound.close(.unknown(1013), reason: "the console has \(settings.maxClients) pages open already (web.max_clients)")
@@ -195,9 +200,11 @@ public final class ConsoleService: Service, Sendable {
                 return
             }
             defer { self.clients.withLock { $0.open -= 1 } }
-            // What a page has not taken is bounded in the kernel too (which would grow the buffer to megabytes
-            // for a reader that stopped).
-            _ = context.requestContext.channel.setOption(ChannelOptions.socketOption(.so_sndbuf), value: SocketOptionValue(Bound.sendBuffer))
+            // What a page has not taken, and what it sent that is not read yet, are bounded in the kernel too
+            // (which would grow the buffers to megabytes for a reader that stopped, or a page not read).
+            let channel = context.requestContext.channel
+            _ = channel.setOption(ChannelOptions.socketOption(.so_sndbuf), value: SocketOptionValue(Bound.socketBuffer))
+            _ = channel.setOption(ChannelOptions.socketOption(.so_rcvbuf), value: SocketOptionValue(Bound.socketBuffer))
             var limits = ConsoleClient.Limits()
             limits.stallTimeout = settings.clientTimeout
             let client = ConsoleClient(id: id, feed: feed, engine: engine, stats: stats, auth: auth.required,
@@ -205,7 +212,7 @@ public final class ConsoleService: Service, Sendable {
             try await client.run(inbound: inbound, outbound: outbound)
         }
         let http = HTTP1Channel.Configuration(
-            idleTimeout: Bound.idleTimeout,
+            idleTimeout: Bound.keepAlive,
             httpDecoderConfiguration: .init(maxHeaderFieldSize: Bound.headerBytes, maxHeaderListSize: Bound.headerBytes,
                                             maxHeaderFieldCount: Bound.headerCount))
         let upgrade = HTTP1WebSocketUpgradeChannel.Configuration(
@@ -225,8 +232,8 @@ public final class ConsoleService: Service, Sendable {
             if let tls { return try TLSChannel(guarded, tlsConfiguration: tls) }
             return guarded
         }
-        var quiet = logger
-        quiet.logLevel = .warning
+        let base = logger
+        let quiet = Logger(label: logger.label) { _ in LibraryLogHandler(base: base) }
         return Application(
             router: router, server: server,
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil,
@@ -261,44 +268,76 @@ public final class ConsoleService: Service, Sendable {
         for a in e.adapters {
             switch a.status {
             case .running, .disabled: break
-            case .starting: reasons.append("\(a.id): starting")
-            case .error: reasons.append("\(a.id): error")
+            case .starting, .error: reasons.append("\(a.id): \(a.status.kind)")
             }
         }
         return reasons
     }
 
-    /// Whether the engine's actor answers within `seconds` (a wedged core fails `/livez`).
+    /// Whether the engine's actor answers within `seconds` (a wedged core fails `/livez`). The question
+    /// goes to the actor from a task of its own: a call into a wedged actor cannot be cancelled, so as a
+    /// child of the race it would hold the probe up exactly when it must answer. Only the wait is raced.
     static func answers(_ engine: BridgeEngine, within seconds: Double) async -> Bool {
-        let once = Locked<CheckedContinuation<Bool, Never>?>(nil)
-        return await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
-            once.withLock { $0 = c }
-            Task {
-                let alive = await engine.isAlive()
-                once.withLock { $0.take() }?.resume(returning: alive)
-            }
-            Task {
-                try? await Task.sleep(for: .seconds(seconds))
-                once.withLock { $0.take() }?.resume(returning: false)
-            }
+        let answered = Latch(), alive = Locked(false)
+        Task {
+            let yes = await engine.isAlive()
+            alive.withLock { $0 = yes }
+            answered.signal()
         }
+        return await firstResult(of: {
+            await answered.wait()
+            return alive.withLock { $0 }
+        }, within: seconds, otherwise: false)
     }
 }
 
-/// Every connection of the console: closed together when it stops.
+/// Every connection of the console: closed together when it stops. Those still waiting for their first
+/// request head are at most `Bound.waitingForHead`: a new connection beyond that closes the oldest of them,
+/// so that peers that never finish a head cannot hold every connection (and `/livez` up).
 final class Connections: Sendable {
-    let open = Locked<[ObjectIdentifier: any Channel]>([:])
+    struct Entry {
+        let channel: any Channel
+        let number: UInt64
+        var waiting = true
+    }
+    struct State {
+        var open: [ObjectIdentifier: Entry] = [:]
+        var next: UInt64 = 0
+    }
+    let state = Locked(State())
+    let bounds: BoundsCounter
+
+    init(bounds: BoundsCounter) { self.bounds = bounds }
+
     func add(_ channel: any Channel) {
         let id = ObjectIdentifier(channel)
-        open.withLock { $0[id] = channel }
-        channel.closeFuture.whenComplete { [open] _ in open.withLock { _ = $0.removeValue(forKey: id) } }
+        let oldest = state.withLock { s -> (any Channel)? in
+            s.next += 1
+            s.open[id] = Entry(channel: channel, number: s.next)
+            let waiting = s.open.values.filter(\.waiting)
+            guard waiting.count > ConsoleService.Bound.waitingForHead, let oldest = waiting.min(by: { $0.number < $1.number }) else { return nil }
+            s.open[ObjectIdentifier(oldest.channel)]?.waiting = false
+            return oldest.channel
+        }
+        channel.closeFuture.whenComplete { [state] _ in state.withLock { _ = $0.open.removeValue(forKey: id) } }
+        if let oldest {
+            bounds.hit("web_head_waiting")
+            oldest.close(promise: nil)
+        }
     }
-    func closeAll() { for c in open.withLock({ Array($0.values) }) { c.close(promise: nil) } }
+
+    /// The connection's first request head has come whole.
+    func headDone(_ channel: any Channel) {
+        state.withLock { $0.open[ObjectIdentifier(channel)]?.waiting = false }
+    }
+
+    func closeAll() { for c in state.withLock({ $0.open.values.map(\.channel) }) { c.close(promise: nil) } }
 }
 
-/// A connection as the console takes it: registered (so that stopping closes it), closed when nothing has
-/// been read from it for 60 s (a request head that never ends; an open page answers the pings every 30 s)
-/// and when its request cannot be parsed (a head over the bounds).
+/// A connection as the console takes it: registered (so that stopping closes it, and so that it gives way
+/// while it waits for its first head), its first request head whole within `Bound.headTimeout` of the
+/// accept and within `Bound.headerBytes`, closed when nothing has been read from it for
+/// `Bound.idleTimeout` (`HeadGuard`), and answered 431 or 400 when a head cannot be parsed (`CloseHandler`).
 struct GuardedChannel<Base: ServerChildChannel>: ServerChildChannel {
     typealias Value = Base.Value
     let base: Base
@@ -306,12 +345,14 @@ struct GuardedChannel<Base: ServerChildChannel>: ServerChildChannel {
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
-            try channel.pipeline.syncOperations.addHandlers([IdleStateHandler(readTimeout: .seconds(60)), CloseHandler()])
+            try channel.pipeline.syncOperations.addHandlers([IdleStateHandler(readTimeout: ConsoleService.Bound.idleTimeout),
+                                                             HeadGuard(connections: connections)])
             connections.add(channel)
         }.flatMap {
             base.setup(channel: channel, logger: logger)
         }.flatMapThrowing { value in
-            try channel.pipeline.syncOperations.addHandler(CloseHandler())
+            let guardian = try channel.pipeline.syncOperations.handler(type: HeadGuard.self)
+            try channel.pipeline.syncOperations.addHandler(CloseHandler(guardian: guardian))
             return value
         }
     }
@@ -319,15 +360,156 @@ struct GuardedChannel<Base: ServerChildChannel>: ServerChildChannel {
     func handle(value: Value, logger: Logger) async { await base.handle(value: value, logger: logger) }
 }
 
-/// Closes its connection on a read timeout or a request that cannot be parsed.
-final class CloseHandler: ChannelInboundHandler, RemovableChannelHandler, Sendable {
-    typealias InboundIn = NIOAny
+/// Watches the bytes of a connection's first request head (up to its empty line) and passes everything
+/// on: a head not whole within `Bound.headTimeout` of the accept closes the connection, one over
+/// `Bound.headerBytes` is answered 431. It also writes the answer to a head the parser refused, from
+/// before the HTTP handlers (`refuse`). Lives on the connection's event loop.
+final class HeadGuard: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    let connections: Connections
+    var context: ChannelHandlerContext?
+    var deadline: Scheduled<Void>?
+    var done = false
+    /// Bytes of the head so far, and whether the last line ended (a line feed, then perhaps a return).
+    var seen = 0
+    var lineEnded = false
+    /// Answered and closing: what the peer still sends is dropped.
+    var refused = false
+
+    init(connections: Connections) { self.connections = connections }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        deadline = context.eventLoop.assumeIsolated().scheduleTask(in: ConsoleService.Bound.headTimeout) { [self] in
+            guard !done || refused, let context = self.context else { return }
+            if !refused { connections.bounds.hit("web_head_timeout") }
+            context.close(promise: nil)
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        self.context = nil
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if refused { return }
+        if !done {
+            for b in unwrapInboundIn(data).readableBytesView {
+                seen += 1
+                if b == UInt8(ascii: "\n") {
+                    if lineEnded {
+                        done = true
+                        deadline?.cancel()
+                        connections.headDone(context.channel)
+                        break
+                    }
+                    lineEnded = true
+                } else if b != UInt8(ascii: "\r") {
+                    lineEnded = false
+                }
+            }
+            if !done && seen > ConsoleService.Bound.headerBytes {
+                refuse(.requestHeaderFieldsTooLarge)
+                return
+            }
+        }
+        context.fireChannelRead(data)
+    }
+
+    /// Answers the request with `status` and closes the connection: its output at once, the rest once the
+    /// peer has gone or by the head's deadline (a peer still sending would otherwise get a reset instead
+    /// of the answer).
+    func refuse(_ status: HTTPResponseStatus) {
+        guard !refused, let context else { return }
+        refused = true
+        if status == .requestHeaderFieldsTooLarge { connections.bounds.hit("web_head_size") }
+        let body = status == .requestHeaderFieldsTooLarge
+            ? "request head over \(ConsoleService.Bound.headerBytes / 1024) KiB or \(ConsoleService.Bound.headerCount) fields\n"
+            : "malformed request\n"
+        let text = "HTTP/1.1 \(status.code) \(status.reasonPhrase)\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+        let written = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(NIOAny(context.channel.allocator.buffer(string: text)), promise: written)
+        written.futureResult.assumeIsolated().whenComplete { [self] _ in
+            guard let context = self.context else { return }
+            let closed = context.eventLoop.makePromise(of: Void.self)
+            context.close(mode: .output, promise: closed)
+            closed.futureResult.assumeIsolated().whenFailure { _ in context.close(promise: nil) }
+        }
+        if done {
+            // The deadline was for the first head: the refused connection gets one again.
+            done = false
+            deadline = context.eventLoop.assumeIsolated().scheduleTask(in: ConsoleService.Bound.headTimeout) { [self] in
+                self.context?.close(promise: nil)
+            }
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        context.fireChannelInactive()
+    }
+
+    /// Nothing read for `Bound.idleTimeout`: closed.
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is IdleStateHandler.IdleStateEvent { context.close(promise: nil) } else { context.fireUserInboundEventTriggered(event) }
     }
+}
+
+/// At the end of the pipeline: has a request that cannot be parsed answered (431 for a head over the
+/// bounds, 400 otherwise) by the connection's `HeadGuard`, which then closes it.
+final class CloseHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    let guardian: HeadGuard
+    init(guardian: HeadGuard) { self.guardian = guardian }
+
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if error is HTTPParserError { context.close(promise: nil) }
+        if let e = error as? HTTPParserError {
+            guardian.refuse(e == .headerOverflow ? .requestHeaderFieldsTooLarge : .badRequest)
+            return
+        }
         context.fireErrorCaught(error)
+    }
+}
+
+/// The server library's logger: its warnings and errors go to the console's, except what it says at error
+/// level when one peer's connection ends (cut off, gone, refused before the upgrade) or when the server is
+/// stopped: routine, said at debug.
+struct LibraryLogHandler: LogHandler {
+    let base: Logger
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .warning
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    static func isRoutine(_ message: String) -> Bool {
+        message.hasPrefix("Error handling upgrade result") || message.hasPrefix("Waiting on child channel: CancellationError")
+    }
+
+    func log(event: LogEvent) {
+        let level = Self.isRoutine(event.message.description) ? Logger.Level.debug : event.level
+        base.log(level: level, event.message, metadata: metadata.merging(event.metadata ?? [:]) { $1 }, source: event.source,
+                 file: event.file, function: event.function, line: event.line)
+    }
+}
+
+/// Every request, probes included, comes from the console's own page or a program on this machine
+/// (`ConsoleAuth.sameOrigin`: without a token, a loopback Host; an Origin, when sent, the console's own):
+/// others get 403. A name of an attacker's that resolves to 127.0.0.1 (DNS rebinding) reads nothing,
+/// not even `/metrics` or `/readyz`. Local probes send a loopback Host (`curl http://127.0.0.1:9180/livez`);
+/// a console reachable from elsewhere has a token, and then any Host is taken.
+struct SameOrigin: RouterMiddleware {
+    typealias Context = ConsoleService.Context
+    let auth: ConsoleAuth
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard auth.sameOrigin(host: request.head.authority, origin: request.headers[.origin]) else {
+            return Page.text(.forbidden, "cross-origin request refused")
+        }
+        return try await next(request, context)
     }
 }
 

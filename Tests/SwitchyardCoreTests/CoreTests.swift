@@ -109,6 +109,16 @@ import Foundation
     @Test func escapesControlCharacters() {
         #expect(JSONValue.string("a\nb\u{1}\u{1f}").serialized == #""a\nb\u0001\u001f""#)
     }
+
+    /// The byte-level writer is the one `serialized` uses: the same text for any string.
+    @Test func theByteWriterWritesWhatSerialisedDoes() {
+        for s in ["plain", "a \"quoted\" \\ path\r\n\t\u{0}\u{7f}", "Küche 🔥", ""] {
+            var buf: [UInt8] = []
+            JSONValue.appendString(s.utf8, to: &buf)
+            #expect(String(decoding: buf, as: UTF8.self) == JSONValue.string(s).serialized)
+            #expect((try? JSONValue.parse(buf)) == .string(s))
+        }
+    }
 }
 
 @Suite struct JSONStreamingTests {
@@ -271,5 +281,18 @@ import Foundation
         #expect(" \t on \r\n".trimmingWhitespace() == "on")
         #expect(" \n ".trimmingWhitespace() == "")
         #expect("a b".trimmingWhitespace() == "a b")
+    }
+
+    @Test func anAdapterStatusIsNamedOnce() {
+        let all: [AdapterStatus] = [.starting, .running, .disabled("no radio"), .error("refused")]
+        #expect(all.map(\.kind) == AdapterStatus.kinds)
+        #expect(all.map(\.description) == ["starting", "running", "disabled: no radio", "error: refused"])
+    }
+
+    @Test func randomHexHasTwoDigitsPerByteAndDiffers() {
+        let a = randomHex(bytes: 16), b = randomHex(bytes: 16)
+        #expect(a.utf8.count == 32 && a.utf8.allSatisfy { hexDigits.contains($0) })
+        #expect(a != b)
+        #expect(randomHex(bytes: 0) == "")
     }
 }

@@ -231,6 +231,27 @@ struct Directory: InboundDirectory {
         #expect(clock.sleeping == 0)
     }
 
+    /// The one race against a deadline: the work's result when it comes first, the fallback once the
+    /// clock has passed the deadline (the work cancelled: a latch that never opens does not hold it up).
+    @Test func firstResultIsTheWorksOrTheFallbackAtTheDeadline() async {
+        let clock = ManualClock()
+        let never = Latch()
+        async let late = firstResult(of: { await never.wait(); return "work" }, within: 5, clock: clock, otherwise: "deadline")
+        while clock.sleeping < 1 { await Task.yield() }
+        clock.advance(by: .seconds(4))
+        #expect(clock.sleeping == 1)
+        clock.advance(by: .seconds(1))
+        #expect(await late == "deadline")
+        #expect(!never.isSignalled)
+        let soon = Latch()
+        async let early = firstResult(of: { await soon.wait(); return "work" }, within: 5, clock: clock, otherwise: "deadline")
+        while clock.sleeping < 1 { await Task.yield() }
+        soon.signal()
+        #expect(await early == "work")
+        // The deadline's sleeper was cancelled, not left behind.
+        #expect(clock.sleeping == 0)
+    }
+
     @Test func aLatchReleasesEveryWaiterAndLaterOnesAtOnce() async {
         let latch = Latch()
         await withTaskGroup(of: Void.self) { g in

@@ -95,6 +95,67 @@ public enum HTTPProbe {
     }
 }
 
+extension HTTPProbe {
+    /// Runs blocking socket calls on a thread of their own, off Swift's cooperative pool (two threads on a
+    /// two-core machine): a test that blocks there starves a console running in the same process.
+    public static func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { c in
+            let t = Thread { c.resume(with: Result { try body() }) }
+            t.start()
+        }
+    }
+
+    /// A client's WebSocket text frame (masked, as a client must send it).
+    public static func webSocketFrame(text: String) -> [UInt8] {
+        let payload = Array(text.utf8)
+        var out: [UInt8] = [0x81]
+        switch payload.count {
+        case ..<126: out.append(0x80 | UInt8(payload.count))
+        case ..<65_536: out += [0x80 | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
+        default: out += [0x80 | 127] + (0..<8).reversed().map { UInt8((payload.count >> ($0 * 8)) & 0xFF) }
+        }
+        let mask: [UInt8] = [0x12, 0x34, 0x56, 0x78]
+        out += mask
+        out += payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
+        return out
+    }
+
+    /// Sends `unit` again and again without blocking, up to `limit` bytes, until the peer stops taking
+    /// them: nothing can be sent for `stall` seconds. Returns the bytes it took, and whether the
+    /// connection ended instead (an error, or the peer closed it).
+    public static func sendUntilStalled(_ fd: Int32, _ unit: [UInt8], limit: Int, stall: Double) -> (sent: Int, ended: Bool) {
+        var sent = 0
+        while sent < limit {
+            let offset = sent % unit.count
+            let n = unit[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+            if n > 0 {
+                sent += n
+                continue
+            }
+            guard n < 0, errno == EAGAIN || errno == EWOULDBLOCK else { return (sent, true) }
+            var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            let ready = poll(&p, 1, Int32(stall * 1000))
+            if ready == 0 { return (sent, false) }
+            guard ready == 1, p.revents & Int16(POLLOUT) != 0, p.revents & Int16(POLLERR | POLLHUP) == 0 else { return (sent, true) }
+        }
+        return (sent, false)
+    }
+}
+
+extension HTTPProbe {
+    /// Whether the peer has closed the connection (read to its end, or reset it), waiting at most
+    /// `seconds` for it to say so; what it sent before is read and dropped.
+    public static func isClosed(_ fd: Int32, waiting seconds: Double) -> Bool {
+        var buf = [UInt8](repeating: 0, count: 4096)
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while poll(&p, 1, Int32(seconds * 1000)) == 1 {
+            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) { return true }
+        }
+        return false
+    }
+}
+
 /// The Prometheus text format as far as the soak and the tests need it: sample lines (`name{labels} value`)
 /// by series. The real parser (prometheus_client) checks the format itself in Tests/browser.
 public enum PrometheusText {

@@ -17,9 +17,7 @@ public enum LivecodingAuthorization {
     public static func run(settings: LivecodingSettings, timeout: Double, readStdin: Bool,
                            say: @Sendable (String) -> Void) async throws(AdapterError) -> LivecodingTokens {
         guard !settings.clientID.isEmpty else { throw AdapterError("livecoding.client_id is not configured") }
-        var bytes = [UInt8](repeating: 0, count: 16)
-        for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255) }
-        let state = bytes.hexString
+        let state = randomHex(bytes: 16)
         let listener = try RedirectListener(port: settings.redirectPort)
         defer { listener.close() }
         do {
