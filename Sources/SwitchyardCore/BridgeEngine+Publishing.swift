@@ -105,7 +105,7 @@ extension BridgeEngine {
 
     // MARK: publishing
 
-    func publish(_ p: Publication) { transport.publish(p.topic, p.payload, qos: p.qos, retain: p.retain) }
+    func publish(_ p: Publication) { transport.publish([p]) }
 
     func emit(_ outputs: [RegistryOutput]) {
         for o in outputs {

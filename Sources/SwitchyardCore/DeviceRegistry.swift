@@ -1,20 +1,39 @@
 /// A message for the broker, as the engine hands it to the transport.
 public struct Publication: Sendable, Equatable {
     public var topic: String
-    public var payload: [UInt8]
+    public var body: PayloadBody
     public var qos: Int
     public var retain: Bool
+    /// When it may go relative to what else is waiting (see `Lane`); not part of what the message is.
+    public var lane: Lane
 
-    public init(_ topic: String, _ payload: [UInt8], qos: Int = 1, retain: Bool) {
+    public init(_ topic: String, _ payload: [UInt8], qos: Int = 1, retain: Bool, lane: Lane = .now) {
+        self.init(topic, body: .bytes(payload), qos: qos, retain: retain, lane: lane)
+    }
+    public init(_ topic: String, body: PayloadBody, qos: Int = 1, retain: Bool, lane: Lane = .now) {
         self.topic = topic
-        self.payload = payload
+        self.body = body
         self.qos = qos
         self.retain = retain
+        self.lane = lane
     }
-    public init(_ topic: String, text: String, qos: Int = 1, retain: Bool) { self.init(topic, Array(text.utf8), qos: qos, retain: retain) }
-    public init(_ topic: String, json: JSONValue, qos: Int = 1, retain: Bool) { self.init(topic, json.bytes, qos: qos, retain: retain) }
+    public init(_ topic: String, text: String, qos: Int = 1, retain: Bool, lane: Lane = .now) {
+        self.init(topic, Array(text.utf8), qos: qos, retain: retain, lane: lane)
+    }
+    public init(_ topic: String, json: JSONValue, qos: Int = 1, retain: Bool, lane: Lane = .now) {
+        self.init(topic, json.bytes, qos: qos, retain: retain, lane: lane)
+    }
 
+    /// The payload's bytes (a source's are made now).
+    public var payload: [UInt8] {
+        get { body.bytes }
+        set { body = .bytes(newValue) }
+    }
     public var text: String { String(decoding: payload, as: UTF8.self) }
+
+    public static func == (a: Publication, b: Publication) -> Bool {
+        a.topic == b.topic && a.qos == b.qos && a.retain == b.retain && a.payload == b.payload
+    }
 }
 
 /// What a registry change asks of the engine, in order: messages to publish and lines for bridge/log.

@@ -93,8 +93,16 @@ public final class MosquittoTransport: MQTTTransport {
     }
 
     public func publish(_ topic: String, _ payload: [UInt8], qos: Int, retain: Bool) {
-        shared.withLock { s in
-            s.outbox.add(topic: topic, payload: payload, qos: qos, retain: retain)
+        publish([Publication(topic, payload, qos: qos, retain: retain)])
+    }
+
+    /// One lock and one wake-up for the whole batch (callgrind of a start with 10 000 devices: a pipe
+    /// write and a lock per message).
+    public func publish(_ batch: [Publication]) {
+        guard !batch.isEmpty else { return }
+        let refused = shared.withLock { s in batch.filter { !s.outbox.add($0) } }
+        for p in refused {
+            logger.error("message refused: its topic is empty or over 65 535 bytes", metadata: ["mqtt.topic": "\(p.topic.excerpt(200))"])
         }
         wake()
     }
@@ -441,8 +449,9 @@ final class NetworkLoop {
                 continue
             }
             var mid: Int32 = 0
+            let payload = msg.payload   // made here, outside the lock, when it comes from a source
             publishing = true
-            let rc = msg.payload.withUnsafeBytes { b in
+            let rc = payload.withUnsafeBytes { b in
                 mosquitto_publish(m, &mid, msg.topic, Int32(b.count), b.baseAddress, Int32(msg.qos), msg.retain)
             }
             publishing = false

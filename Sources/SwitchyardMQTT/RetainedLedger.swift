@@ -1,0 +1,274 @@
+import SwitchyardCore
+
+/// Every retained topic the bridge has published, with its latest payload, for the life of the process: the
+/// outbox re-publishes all of it on every connect (design.md §4). With a large Home Assistant mirror that
+/// is a few hundred thousand topics, so it is kept packed (heaptrack of 10 000 devices + 50 000 entities: a
+/// Dictionary<String, entry> cost about 150 bytes a topic, its topic Strings and the table doubling):
+///
+/// - topic bytes are appended to 64 KiB chunks (no allocation, header or padding per topic; the space of a
+///   removed topic is reclaimed by compacting once it is more than half of what the chunks hold);
+/// - a payload of up to 16 bytes (`online`, `21.5`, `"W"`) is kept inside its entry; a longer one is the
+///   caller's own array (shared with whoever made it: the registry's state, the mirror's attribute), or the
+///   source that makes it when it is sent (discovery, device details);
+/// - entries sit in one array, found by an open-addressing index of 4-byte slots.
+///
+/// Pure bookkeeping: no I/O, unit-tested without a broker.
+struct RetainedLedger {
+    /// A payload as the ledger keeps it.
+    enum Stored {
+        case inline(UInt8, (UInt64, UInt64))
+        case bytes([UInt8])
+        case source(any PayloadSource)
+
+        init(_ body: PayloadBody) {
+            switch body {
+            case .source(let s): self = .source(s)
+            case .bytes(let b):
+                guard b.count <= 16 else { self = .bytes(b); return }
+                var words: (UInt64, UInt64) = (0, 0)
+                withUnsafeMutableBytes(of: &words) { w in w.copyBytes(from: b) }
+                self = .inline(UInt8(b.count), words)
+            }
+        }
+
+        /// The bytes to send (a source makes them now).
+        var bytes: [UInt8] {
+            switch self {
+            case .inline(let n, let words):
+                return withUnsafeBytes(of: words) { Array($0.prefix(Int(n))) }
+            case .bytes(let b): return b
+            case .source(let s): return s.payload()
+            }
+        }
+
+        /// An empty payload: the topic is being cleared.
+        var isEmpty: Bool {
+            if case .inline(0, _) = self { return true }
+            if case .bytes(let b) = self { return b.isEmpty }
+            return false
+        }
+    }
+
+    struct Entry {
+        var payload: Stored
+        /// Bumped (wrapping) on every new value, and kept across the slot's reuse: a queued (slot, generation)
+        /// names one value of one topic.
+        var generation: UInt32
+        /// First-publish order: a reconnect re-publishes in it.
+        var order: UInt32
+        /// Chunk (high 16 bits) and offset (low 16) of the topic's bytes; `topicLength` 0: a free slot.
+        var topicAt: UInt32
+        var topicLength: UInt16
+        var qos: UInt8
+        var flags: UInt8
+
+        static let acked: UInt8 = 1
+
+        var isAcked: Bool {
+            get { flags & Self.acked != 0 }
+            set { flags = newValue ? flags | Self.acked : flags & ~Self.acked }
+        }
+        /// The lane of the latest value (see `Lane`), kept for the order of a reconnect.
+        var lane: Lane {
+            get { Lane(rawValue: flags >> 1) ?? .now }
+            set { flags = (flags & Self.acked) | (newValue.rawValue << 1) }
+        }
+    }
+
+    static let chunkSize = 1 << 16
+
+    private(set) var entries: [Entry] = []
+    private var freeSlots: [UInt32] = []
+    /// Open addressing, linear probing: entry index + 1, 0 for empty. Never more than half full.
+    private var index: [UInt32] = []
+    private var chunks: [[UInt8]] = []
+    private var liveTopicBytes = 0
+    private var deadTopicBytes = 0
+    private var nextOrder: UInt32 = 0
+    private(set) var count = 0
+    /// Entries whose latest value the broker has not acknowledged.
+    private(set) var unacked = 0
+
+    // MARK: lookup
+
+    func find(_ topic: String) -> UInt32? {
+        guard !index.isEmpty else { return nil }
+        var topic = topic
+        return topic.withUTF8 { t in
+            var i = Self.hash(t) & (index.count - 1)
+            while index[i] != 0 {
+                let slot = index[i] - 1
+                if matches(slot, t) { return slot }
+                i = (i + 1) & (index.count - 1)
+            }
+            return nil
+        }
+    }
+
+    func topic(_ slot: UInt32) -> String {
+        let e = entries[Int(slot)]
+        return chunks[Int(e.topicAt >> 16)].withUnsafeBufferPointer { c in
+            String(decoding: UnsafeBufferPointer(rebasing: c[Int(e.topicAt & 0xFFFF)..<(Int(e.topicAt & 0xFFFF) + Int(e.topicLength))]), as: UTF8.self)
+        }
+    }
+
+    subscript(slot: UInt32) -> Entry { entries[Int(slot)] }
+
+    /// The live slots.
+    var slots: [UInt32] { entries.indices.compactMap { entries[$0].topicLength == 0 ? nil : UInt32($0) } }
+
+    // MARK: changes
+
+    /// Stores a new value for `topic` (unacknowledged); returns its slot and generation. The topic must be a
+    /// publishable one: 1 to 65 535 bytes.
+    mutating func set(_ topic: String, _ payload: Stored, qos: UInt8, lane: Lane) -> (slot: UInt32, generation: UInt32) {
+        let slot = find(topic) ?? insert(topic)
+        if entries[Int(slot)].isAcked { unacked += 1 }
+        entries[Int(slot)].payload = payload
+        entries[Int(slot)].generation &+= 1
+        entries[Int(slot)].qos = qos
+        entries[Int(slot)].isAcked = false
+        entries[Int(slot)].lane = lane
+        return (slot, entries[Int(slot)].generation)
+    }
+
+    /// Marks the value as acknowledged; a cleared topic (empty payload) is then forgotten.
+    mutating func acknowledge(_ slot: UInt32, generation: UInt32) {
+        guard Int(slot) < entries.count, entries[Int(slot)].topicLength != 0, entries[Int(slot)].generation == generation,
+              !entries[Int(slot)].isAcked else { return }
+        if entries[Int(slot)].payload.isEmpty {
+            remove(slot)
+        } else {
+            entries[Int(slot)].isAcked = true
+            unacked -= 1
+        }
+    }
+
+    /// Marks every entry unacknowledged (a new connection); returns the slots in re-publish order: by lane,
+    /// then first-publish order.
+    mutating func unacknowledgeAll() -> [UInt32] {
+        var live: [UInt32] = []
+        live.reserveCapacity(count)
+        for i in entries.indices where entries[i].topicLength != 0 {
+            if entries[i].isAcked { entries[i].isAcked = false; unacked += 1 }
+            live.append(UInt32(i))
+        }
+        live.sort { a, b in
+            let x = entries[Int(a)], y = entries[Int(b)]
+            return x.lane != y.lane ? x.lane < y.lane : x.order < y.order
+        }
+        return live
+    }
+
+    /// Forgets a topic (its clear was delivered, or the client refused it for good).
+    mutating func remove(_ slot: UInt32) {
+        let e = entries[Int(slot)]
+        guard e.topicLength != 0 else { return }
+        if !e.isAcked { unacked -= 1 }
+        var t = topic(slot)
+        let h = t.withUTF8 { Self.hash($0) }
+        // Backward-shift deletion: the index stays free of tombstones.
+        var i = h & (index.count - 1)
+        while index[i] != slot + 1 { i = (i + 1) & (index.count - 1) }
+        var j = i
+        while true {
+            j = (j + 1) & (index.count - 1)
+            if index[j] == 0 { break }
+            let home = topicHash(index[j] - 1) & (index.count - 1)
+            // Move j back to i unless its home lies cyclically in (i, j].
+            let between = i <= j ? (home > i && home <= j) : (home > i || home <= j)
+            if !between { index[i] = index[j]; i = j }
+        }
+        index[i] = 0
+        deadTopicBytes += Int(e.topicLength)
+        liveTopicBytes -= Int(e.topicLength)
+        entries[Int(slot)] = Entry(payload: .inline(0, (0, 0)), generation: e.generation, order: 0, topicAt: 0, topicLength: 0, qos: 0, flags: 0)
+        freeSlots.append(slot)
+        count -= 1
+        if deadTopicBytes > Self.chunkSize && deadTopicBytes > liveTopicBytes { compact() }
+    }
+
+    // MARK: internals
+
+    private mutating func insert(_ topic: String) -> UInt32 {
+        if (count + 1) * 2 > index.count { grow() }
+        var topic = topic
+        let (at, length, h) = topic.withUTF8 { t in (append(t), UInt16(t.count), Self.hash(t)) }
+        nextOrder &+= 1
+        let slot: UInt32
+        if let free = freeSlots.popLast() {
+            slot = free
+            entries[Int(slot)] = Entry(payload: .inline(0, (0, 0)), generation: entries[Int(slot)].generation, order: nextOrder,
+                                       topicAt: at, topicLength: length, qos: 1, flags: 0)
+        } else {
+            slot = UInt32(entries.count)
+            entries.append(Entry(payload: .inline(0, (0, 0)), generation: 0, order: nextOrder, topicAt: at, topicLength: length, qos: 1, flags: 0))
+        }
+        var i = h & (index.count - 1)
+        while index[i] != 0 { i = (i + 1) & (index.count - 1) }
+        index[i] = slot + 1
+        count += 1
+        unacked += 1
+        return slot
+    }
+
+    /// Appends a topic's bytes to the last chunk (a new one when it does not fit).
+    private mutating func append(_ t: UnsafeBufferPointer<UInt8>) -> UInt32 {
+        if chunks.isEmpty || chunks[chunks.count - 1].count + t.count > Self.chunkSize {
+            var c: [UInt8] = []
+            c.reserveCapacity(Self.chunkSize)
+            chunks.append(c)
+        }
+        let n = chunks.count - 1
+        let offset = chunks[n].count
+        chunks[n].append(contentsOf: t)
+        liveTopicBytes += t.count
+        return UInt32(n) << 16 | UInt32(offset)
+    }
+
+    private func matches(_ slot: UInt32, _ t: UnsafeBufferPointer<UInt8>) -> Bool {
+        let e = entries[Int(slot)]
+        guard Int(e.topicLength) == t.count else { return false }
+        return chunks[Int(e.topicAt >> 16)].withUnsafeBufferPointer { c in
+            UnsafeBufferPointer(rebasing: c[Int(e.topicAt & 0xFFFF)..<(Int(e.topicAt & 0xFFFF) + t.count)]).elementsEqual(t)
+        }
+    }
+
+    private func topicHash(_ slot: UInt32) -> Int {
+        let e = entries[Int(slot)]
+        return chunks[Int(e.topicAt >> 16)].withUnsafeBufferPointer { c in
+            Self.hash(UnsafeBufferPointer(rebasing: c[Int(e.topicAt & 0xFFFF)..<(Int(e.topicAt & 0xFFFF) + Int(e.topicLength))]))
+        }
+    }
+
+    /// FNV-1a, 64 bits.
+    static func hash(_ t: UnsafeBufferPointer<UInt8>) -> Int {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in t { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+        return Int(truncatingIfNeeded: h ^ (h >> 29))
+    }
+
+    private mutating func grow() {
+        let size = max(64, index.count * 2)
+        index = [UInt32](repeating: 0, count: size)
+        for i in entries.indices where entries[i].topicLength != 0 {
+            var j = topicHash(UInt32(i)) & (size - 1)
+            while index[j] != 0 { j = (j + 1) & (size - 1) }
+            index[j] = UInt32(i) + 1
+        }
+    }
+
+    /// Copies the live topics into fresh chunks, dropping the space of removed ones.
+    private mutating func compact() {
+        let old = chunks
+        chunks = []
+        liveTopicBytes = 0
+        deadTopicBytes = 0
+        for i in entries.indices where entries[i].topicLength != 0 {
+            let e = entries[i]
+            entries[i].topicAt = old[Int(e.topicAt >> 16)].withUnsafeBufferPointer { c in
+                append(UnsafeBufferPointer(rebasing: c[Int(e.topicAt & 0xFFFF)..<(Int(e.topicAt & 0xFFFF) + Int(e.topicLength))]))
+            }
+        }
+    }
+}
