@@ -41,10 +41,13 @@ extension BridgeEngine {
 
     func report(_ adapterID: String, _ generation: UInt64, _ reports: [DeviceReport]) {
         guard let slot = current(adapterID, generation) else { return }
+        var batch: [Publication] = []
+        batch.reserveCapacity(reports.count)
         for r in reports {
-            if !r.fields.isEmpty, let p = slot.registry.update(r.deviceID, r.fields) { publish(p) }
-            if let a = r.available, let p = slot.registry.setAvailable(r.deviceID, a) { publish(p) }
+            if !r.fields.isEmpty, let p = slot.registry.update(r.deviceID, r.fields) { batch.append(p) }
+            if let a = r.available, let p = slot.registry.setAvailable(r.deviceID, a) { batch.append(p) }
         }
+        transport.publish(batch)
     }
 
     func setStatus(_ adapterID: String, _ generation: UInt64, _ status: AdapterStatus) {
@@ -70,7 +73,8 @@ extension BridgeEngine {
 
     func mirrorPublish(_ adapterID: String, _ generation: UInt64, _ messages: [MirrorMessage]) {
         guard current(adapterID, generation) != nil else { return }
-        for m in messages { transport.publish("\(scheme.base)/\(adapterID)/\(m.relative)", m.payload, qos: 1, retain: m.retain) }
+        let prefix = "\(scheme.base)/\(adapterID)/"
+        transport.publish(messages.map { Publication(prefix + $0.relative, $0.payload, qos: 1, retain: $0.retain) })
     }
 
     func setMirrorAvailable(_ adapterID: String, _ generation: UInt64, _ available: Bool) {
@@ -107,13 +111,20 @@ extension BridgeEngine {
 
     func publish(_ p: Publication) { transport.publish([p]) }
 
+    /// A registry's outputs in order, the publications handed over together (one lock and one wake-up of the
+    /// network thread for a listing of thousands, not one each).
     func emit(_ outputs: [RegistryOutput]) {
+        var batch: [Publication] = []
         for o in outputs {
             switch o {
-            case .publish(let p): publish(p)
-            case .log(let level, let message): log(level, message)
+            case .publish(let p): batch.append(p)
+            case .log(let level, let message):
+                transport.publish(batch)
+                batch.removeAll()
+                log(level, message)
             }
         }
+        transport.publish(batch)
     }
 
     /// A topic quoted in a message: at most 200 bytes of UTF-8, then "…" (see `excerpt`).
@@ -173,12 +184,13 @@ extension BridgeEngine {
         o["adapters"] = .object(adapters)
         o["version"] = .string(settings.version)
         o["started_at"] = .string(Timestamp.rfc3339(startedAt))
-        transport.publish(scheme.bridge("info"), json: .object(o), qos: 1, retain: true)
+        publish(Publication(scheme.bridge("info"), json: .object(o), retain: true, lane: .late))
     }
 
+    /// `bridge/devices`, after the states and availability waiting (`late`).
     func publishDeviceList() {
         let list = slotOrder.compactMap { slots[$0] }.flatMap(\.registry.listEntries)
-        transport.publish(scheme.bridge("devices"), json: .array(list), qos: 1, retain: true)
+        publish(Publication(scheme.bridge("devices"), json: .array(list), retain: true, lane: .late))
     }
 
     func scheduleReannounce() {
@@ -199,7 +211,7 @@ extension BridgeEngine {
         let entries = discovery.bridgeEntries(adapters: slotOrder)
         let topics = entries.map(\.topic)
         for stale in bridgeDiscoveryTopics where !topics.contains(stale) { transport.publish(stale, [], qos: 1, retain: true) }
-        for e in entries { transport.publish(e.topic, json: e.payload, qos: 1, retain: true) }
+        transport.publish(entries.map { Publication($0.topic, json: $0.payload, retain: true, lane: .late) })
         bridgeDiscoveryTopics = topics
     }
 

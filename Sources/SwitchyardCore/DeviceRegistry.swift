@@ -45,16 +45,96 @@ public enum RegistryOutput: Sendable, Equatable {
 /// One adapter's devices: their names (docs/topics.md "Devices", docs/design.md §1), state,
 /// availability and discovery. Pure bookkeeping: every change returns the messages it needs, so the
 /// rules (renames, removal after 3 listings, rounding, republish) are unit-tested without a broker.
+///
+/// Kept small per device (heaptrack, 10 000 virtual lights: 5.7 kB a device before): a record holds its
+/// listing (shared with the payload sources below), its state only as the bytes last published (the very
+/// array the transport's ledger keeps), its availability and a counter. A device's details and discovery
+/// configs are not kept serialised anywhere: the transport gets sources that write them when they are sent.
 public struct DeviceRegistry: Sendable {
+    /// What a device was last listed as, under which name: immutable, shared by its record and by the
+    /// sources of its details and discovery payloads (one allocation per listing).
+    final class Listing: PayloadSource {
+        let descriptor: DeviceDescriptor
+        let name: String
+        let context: Context
+
+        init(_ descriptor: DeviceDescriptor, name: String, context: Context) {
+            self.descriptor = descriptor
+            self.name = name
+            self.context = context
+        }
+
+        /// `bridge/devices/<adapter>/<name>`.
+        func payload() -> [UInt8] {
+            let d = descriptor, adapterID = context.adapterID
+            var o: [String: JSONValue] = [
+                "adapter": .string(adapterID), "id": .string(d.id), "name": .string(name), "label": .string(d.label),
+                "topic": .string(context.scheme.device(adapter: adapterID, name: name)), "category": .string(d.category.rawValue),
+                "capabilities": .array(d.capabilities.map(\.descriptor)),
+            ]
+            o["model"] = d.model.map(JSONValue.string) ?? .null
+            o["manufacturer"] = d.manufacturer.map(JSONValue.string) ?? .null
+            if let v = d.swVersion { o["sw_version"] = .string(v) }
+            return JSONValue.object(o).bytes
+        }
+    }
+
+    /// One of a device's discovery configs, written when it is sent.
+    final class DiscoveryPayload: PayloadSource {
+        let listing: Listing
+        let index: Int
+        init(_ listing: Listing, _ index: Int) {
+            self.listing = listing
+            self.index = index
+        }
+        func payload() -> [UInt8] {
+            guard let builder = listing.context.discovery else { return [] }
+            let entries = builder.entries(adapter: listing.context.adapterID, name: listing.name, device: listing.descriptor)
+            return index < entries.count ? entries[index].payload.bytes : []
+        }
+    }
+
+    /// What every listing of one adapter shares.
+    final class Context: Sendable {
+        let adapterID: String
+        let scheme: TopicScheme
+        let discovery: DiscoveryBuilder?
+        init(adapterID: String, scheme: TopicScheme, discovery: DiscoveryBuilder?) {
+            self.adapterID = adapterID
+            self.scheme = scheme
+            self.discovery = discovery
+        }
+    }
+
+    /// The discovery shapes of each kind of device (category and capabilities), worked out once: 10 000
+    /// lights of one kind share one list (building every config only to read its topics cost 80 000
+    /// instructions a device at start-up).
+    struct Shapes: Sendable {
+        private var known: [(DeviceCategory, [Capability], [DiscoveryBuilder.Shape])] = []
+        static let limit = 256
+
+        mutating func of(_ d: DeviceDescriptor, _ builder: DiscoveryBuilder) -> [DiscoveryBuilder.Shape] {
+            if let k = known.first(where: { $0.0 == d.category && $0.1 == d.capabilities }) { return k.2 }
+            let shapes = builder.shapes(d)
+            if known.count < Self.limit { known.append((d.category, d.capabilities, shapes)) }
+            return shapes
+        }
+    }
+
     public struct Record: Sendable {
-        public var descriptor: DeviceDescriptor
-        /// The full name inside the adapter, namespace included (`group/lounge`).
-        public var name: String
-        public var state: [String: JSONValue] = [:]
-        var publishedState: String?
+        var listing: Listing
+        /// The state as last published (canonical JSON; the transport keeps the same array); nil: none yet.
+        var stateBytes: [UInt8]?
         public var available: Bool?
-        var missing = 0
-        var discoveryTopics: [String] = []
+        var missing: UInt8 = 0
+
+        public var descriptor: DeviceDescriptor { listing.descriptor }
+        /// The full name inside the adapter, namespace included (`group/lounge`).
+        public var name: String { listing.name }
+        /// The state as last published.
+        public var state: [String: JSONValue] {
+            stateBytes.flatMap { try? JSONValue.parse($0) }?.objectValue ?? [:]
+        }
     }
 
     public let adapterID: String
@@ -62,6 +142,8 @@ public struct DeviceRegistry: Sendable {
     /// Discovery configs to announce, or nil when `homeassistant.discovery` is off.
     let discovery: DiscoveryBuilder?
     let reservedPrefixes: [String]
+    let context: Context
+    var shapes = Shapes()
     public private(set) var devices: [String: Record] = [:]
     public private(set) var byName: [String: String] = [:]
     /// The adapter lists its devices from config (authoritative listings): a device it does not list is gone.
@@ -72,6 +154,7 @@ public struct DeviceRegistry: Sendable {
         self.scheme = scheme
         self.discovery = discovery
         self.reservedPrefixes = reservedPrefixes
+        self.context = Context(adapterID: adapterID, scheme: scheme, discovery: discovery)
     }
 
     /// The same devices under a restarted adapter (which may reserve other prefixes).
@@ -80,19 +163,21 @@ public struct DeviceRegistry: Sendable {
         r.devices = devices
         r.byName = byName
         r.listsFromConfig = listsFromConfig
+        r.shapes = shapes
         return r
     }
 
     public func record(named name: String) -> Record? { byName[name].flatMap { devices[$0] } }
 
     /// The numbers of name segments in use (the command subscriptions cover each depth).
-    public var nameDepths: Set<Int> { Set(devices.values.map { $0.name.split(separator: "/").count }) }
+    public var nameDepths: Set<Int> { Set(devices.values.map { $0.name.utf8.reduce(1) { $0 + ($1 == UInt8(ascii: "/") ? 1 : 0) } }) }
 
     // MARK: listings
 
     /// A complete listing (design.md §7 in docs/design.md): `authoritative` listings (from config) remove
     /// missing devices at once, upstream listings only after a device is absent from 3 in a row. Returns
-    /// whether the device list changed.
+    /// whether the device list changed. A new device's availability and `device_added` go in the `soon` lane,
+    /// its details and discovery `late`: on a start, the states the adapter reports next go out first.
     public mutating func setDevices(_ listed: [DeviceDescriptor], authoritative: Bool, available: [String: Bool],
                                     into out: inout [RegistryOutput]) -> Bool {
         if authoritative { listsFromConfig = true }
@@ -116,27 +201,27 @@ public struct DeviceRegistry: Sendable {
             let name = d.namespace + assignment.names[d.id]!
             if var rec = devices[d.id] {
                 rec.missing = 0
-                let descriptorChanged = rec.descriptor != d
-                rec.descriptor = d
                 if rec.name != name {
                     if let w = assignment.warnings[d.id] { out.append(.log(.warning, "\(adapterID): \(w)")) }
-                    rename(&rec, to: name, into: &out)
+                    rename(&rec, to: name, descriptor: d, into: &out)
                     changed = true
-                } else if descriptorChanged {
+                } else if rec.descriptor != d {
+                    let old = rec.listing
+                    rec.listing = Listing(d, name: name, context: context)
                     publishDetails(rec, into: &out)
-                    announce(&rec, into: &out)
+                    announce(rec, replacing: old, into: &out)
                     changed = true
                 }
                 devices[d.id] = rec
             } else {
                 if let w = assignment.warnings[d.id] { out.append(.log(.warning, "\(adapterID): \(w)")) }
-                var rec = Record(descriptor: d, name: name)
+                let rec = Record(listing: Listing(d, name: name, context: context))
                 byName[name] = d.id
-                publishDetails(rec, into: &out)
-                announce(&rec, into: &out)
+                publishDetails(rec, lane: .late, into: &out)
+                announce(rec, replacing: nil, lane: .late, into: &out)
                 devices[d.id] = rec
-                setAvailable(d.id, available[d.id] ?? true, into: &out)
-                out.append(.publish(event("device_added", ["adapter": .string(adapterID), "id": .string(d.id), "name": .string(name)])))
+                if let p = setAvailable(d.id, available[d.id] ?? true, lane: .soon) { out.append(.publish(p)) }
+                out.append(.publish(event("device_added", ["adapter": .string(adapterID), "id": .string(d.id), "name": .string(name)], lane: .soon)))
                 changed = true
             }
         }
@@ -147,21 +232,21 @@ public struct DeviceRegistry: Sendable {
     /// is keyed by the stable id, so Home Assistant keeps the entity. The order is what a subscriber to a
     /// discovery config needs: the new state and availability first, then the config pointing at them,
     /// and only then the old topics emptied (no config points at them any more).
-    mutating func rename(_ rec: inout Record, to name: String, into out: inout [RegistryOutput]) {
+    mutating func rename(_ rec: inout Record, to name: String, descriptor: DeviceDescriptor, into out: inout [RegistryOutput]) {
+        let oldListing = rec.listing
         let old = rec.name
         byName[old] = nil
-        byName[name] = rec.descriptor.id
-        rec.name = name
+        byName[name] = descriptor.id
+        rec.listing = Listing(descriptor, name: name, context: context)
         publishDetails(rec, into: &out)
-        rec.publishedState = nil
-        if let p = statePublication(&rec, force: true) { out.append(.publish(p)) }
+        out.append(.publish(statePublication(&rec, force: true)))
         if let a = rec.available { out.append(.publish(availability(rec, a))) }
-        announce(&rec, into: &out)
+        announce(rec, replacing: oldListing, into: &out)
         for t in [scheme.device(adapter: adapterID, name: old), scheme.availability(adapter: adapterID, name: old),
                   scheme.deviceDetails(adapter: adapterID, name: old)] {
             out.append(.publish(Publication(t, [], retain: true)))
         }
-        out.append(.publish(event("device_renamed", ["adapter": .string(adapterID), "id": .string(rec.descriptor.id),
+        out.append(.publish(event("device_renamed", ["adapter": .string(adapterID), "id": .string(descriptor.id),
                                                      "from": .string(old), "to": .string(name)])))
     }
 
@@ -170,8 +255,8 @@ public struct DeviceRegistry: Sendable {
     /// is a template error there).
     public mutating func remove(_ id: String, reason: String, into out: inout [RegistryOutput]) {
         guard let rec = devices[id] else { return }
-        for t in rec.discoveryTopics + [scheme.device(adapter: adapterID, name: rec.name), scheme.availability(adapter: adapterID, name: rec.name),
-                                        scheme.deviceDetails(adapter: adapterID, name: rec.name)] {
+        for t in discoveryTopics(rec.listing) + [scheme.device(adapter: adapterID, name: rec.name), scheme.availability(adapter: adapterID, name: rec.name),
+                                                 scheme.deviceDetails(adapter: adapterID, name: rec.name)] {
             out.append(.publish(Publication(t, [], retain: true)))
         }
         devices[id] = nil
@@ -191,40 +276,42 @@ public struct DeviceRegistry: Sendable {
     /// value changed, else nothing.
     public mutating func update(_ id: String, _ fields: [String: JSONValue]) -> Publication? {
         guard var rec = devices[id] else { return nil }
-        for (k, v) in fields { rec.state[k] = rec.descriptor.capability(k)?.normalise(v) ?? v }
-        let p = statePublication(&rec, force: false)
+        var state = rec.state
+        for (k, v) in fields { state[k] = rec.descriptor.capability(k)?.normalise(v) ?? v }
+        let bytes = JSONValue.object(state).bytes
+        guard bytes != rec.stateBytes else { return nil }
+        rec.stateBytes = bytes
         devices[id] = rec
-        return p
+        return Publication(scheme.device(adapter: adapterID, name: rec.name), bytes, retain: true)
     }
 
     /// The full state (`/get` and republish publish it even when unchanged).
     public mutating func state(_ id: String, force: Bool) -> Publication? {
         guard var rec = devices[id] else { return nil }
+        if !force && rec.stateBytes != nil { return nil }
         let p = statePublication(&rec, force: force)
         devices[id] = rec
         return p
     }
 
-    func statePublication(_ rec: inout Record, force: Bool) -> Publication? {
-        let text = JSONValue.object(rec.state).serialized
-        guard force || text != rec.publishedState else { return nil }
-        rec.publishedState = text
-        return Publication(scheme.device(adapter: adapterID, name: rec.name), Array(text.utf8), retain: true)
+    /// The state as last published (`{}` before any), to be published again.
+    func statePublication(_ rec: inout Record, force: Bool) -> Publication {
+        let bytes = rec.stateBytes ?? JSONValue.object([:]).bytes
+        rec.stateBytes = bytes
+        return Publication(scheme.device(adapter: adapterID, name: rec.name), bytes, retain: true)
     }
 
-    public mutating func setAvailable(_ id: String, _ available: Bool) -> Publication? {
+    public mutating func setAvailable(_ id: String, _ available: Bool) -> Publication? { setAvailable(id, available, lane: .now) }
+
+    mutating func setAvailable(_ id: String, _ available: Bool, lane: Lane) -> Publication? {
         guard var rec = devices[id], rec.available != available else { return nil }
         rec.available = available
         devices[id] = rec
-        return availability(rec, available)
+        return availability(rec, available, lane: lane)
     }
 
-    mutating func setAvailable(_ id: String, _ available: Bool, into out: inout [RegistryOutput]) {
-        if let p = setAvailable(id, available) { out.append(.publish(p)) }
-    }
-
-    func availability(_ rec: Record, _ available: Bool) -> Publication {
-        Publication(scheme.availability(adapter: adapterID, name: rec.name), text: available ? "online" : "offline", retain: true)
+    func availability(_ rec: Record, _ available: Bool, lane: Lane = .now) -> Publication {
+        Publication(scheme.availability(adapter: adapterID, name: rec.name), text: available ? "online" : "offline", retain: true, lane: lane)
     }
 
     /// `offline` on every device's availability topic (clean shutdown), in name order.
@@ -232,12 +319,13 @@ public struct DeviceRegistry: Sendable {
         devices.values.sorted { $0.descriptor.id < $1.descriptor.id }.map { availability($0, false) }
     }
 
-    /// Discovery, state and availability of every device again (HA birth, `republish`).
+    /// Discovery, state and availability of every device again (HA birth, `republish`): the states and
+    /// availability first, the configs after them (`late`).
     public mutating func republishAll(into out: inout [RegistryOutput]) {
         for id in devices.keys.sorted() {
             var rec = devices[id]!
-            announce(&rec, into: &out)
-            if let p = statePublication(&rec, force: true) { out.append(.publish(p)) }
+            announce(rec, replacing: nil, lane: .late, into: &out)
+            out.append(.publish(statePublication(&rec, force: true)))
             if let a = rec.available { out.append(.publish(availability(rec, a))) }
             devices[id] = rec
         }
@@ -245,31 +333,39 @@ public struct DeviceRegistry: Sendable {
 
     // MARK: details and discovery
 
-    func publishDetails(_ rec: Record, into out: inout [RegistryOutput]) {
-        let d = rec.descriptor
-        var o: [String: JSONValue] = [
-            "adapter": .string(adapterID), "id": .string(d.id), "name": .string(rec.name), "label": .string(d.label),
-            "topic": .string(scheme.device(adapter: adapterID, name: rec.name)), "category": .string(d.category.rawValue),
-            "capabilities": .array(d.capabilities.map(\.descriptor)),
-        ]
-        o["model"] = d.model.map(JSONValue.string) ?? .null
-        o["manufacturer"] = d.manufacturer.map(JSONValue.string) ?? .null
-        if let v = d.swVersion { o["sw_version"] = .string(v) }
-        out.append(.publish(Publication(scheme.deviceDetails(adapter: adapterID, name: rec.name), json: .object(o), retain: true)))
+    func publishDetails(_ rec: Record, lane: Lane = .now, into out: inout [RegistryOutput]) {
+        out.append(.publish(Publication(scheme.deviceDetails(adapter: adapterID, name: rec.name), body: .source(rec.listing), retain: true, lane: lane)))
     }
 
-    func announce(_ rec: inout Record, into out: inout [RegistryOutput]) {
-        guard let discovery else { return }
-        let entries = discovery.entries(adapter: adapterID, name: rec.name, device: rec.descriptor)
-        let topics = entries.map(\.topic)
-        for stale in rec.discoveryTopics where !topics.contains(stale) { out.append(.publish(Publication(stale, [], retain: true))) }
-        for e in entries { out.append(.publish(Publication(e.topic, json: e.payload, retain: true))) }
-        rec.discoveryTopics = topics
+    /// The device's discovery configs (as sources); what the `replacing` listing announced and this one
+    /// does not is cleared.
+    mutating func announce(_ rec: Record, replacing old: Listing?, lane: Lane = .now, into out: inout [RegistryOutput]) {
+        guard discovery != nil else { return }
+        let topics = discoveryTopics(rec.listing)
+        if let old { for stale in discoveryTopics(old) where !topics.contains(stale) { out.append(.publish(Publication(stale, [], retain: true))) } }
+        for (i, t) in topics.enumerated() {
+            out.append(.publish(Publication(t, body: .source(DiscoveryPayload(rec.listing, i)), retain: true, lane: lane)))
+        }
+    }
+
+    /// The config topics a listing announces (none without discovery); the shapes of a new kind of device are
+    /// remembered.
+    mutating func discoveryTopics(_ listing: Listing) -> [String] {
+        Self.configTopics(listing, adapterID: adapterID, discovery: discovery, shapes: &shapes)
+    }
+
+    static func configTopics(_ listing: Listing, adapterID: String, discovery: DiscoveryBuilder?, shapes: inout Shapes) -> [String] {
+        guard let discovery else { return [] }
+        let node = discovery.nodeID(adapter: adapterID, deviceID: listing.descriptor.id)
+        return shapes.of(listing.descriptor, discovery).map { discovery.configTopic($0, node: node) }
     }
 
     /// Every device's discovery topics, by normalised device id (as in its discovery node).
     public var discoveryTopics: [String: Set<String>] {
-        Dictionary(devices.values.map { (Naming.normaliseID($0.descriptor.id), Set($0.discoveryTopics)) }, uniquingKeysWith: { a, b in a.union(b) })
+        var cache = shapes
+        return Dictionary(devices.values.map { rec in
+            (Naming.normaliseID(rec.descriptor.id), Set(Self.configTopics(rec.listing, adapterID: adapterID, discovery: discovery, shapes: &cache)))
+        }, uniquingKeysWith: { a, b in a.union(b) })
     }
 
     /// One entry of `bridge/devices` per device, by name.
@@ -285,7 +381,7 @@ public struct DeviceRegistry: Sendable {
         }
     }
 
-    func event(_ type: String, _ data: [String: JSONValue]) -> Publication {
-        Publication(scheme.bridge("event"), json: ["type": .string(type), "data": .object(data)], retain: false)
+    func event(_ type: String, _ data: [String: JSONValue], lane: Lane = .now) -> Publication {
+        Publication(scheme.bridge("event"), json: ["type": .string(type), "data": .object(data)], retain: false, lane: lane)
     }
 }
