@@ -56,21 +56,31 @@ public actor VirtualAdapter: Adapter {
         }
     }
 
+    // One first state per type, shared by every device of it until the device changes (a dictionary each
+    // cost 600 bytes a light).
+    static let switchState: [String: JSONValue] = ["state": "OFF"]
+    static let sensorState: [String: JSONValue] = ["temperature": 21.0]
+    static let lightState: [String: JSONValue] = ["state": "OFF", "brightness": 100, "color_mode": "color_temp", "color_temp": 3500, "color": ["h": 0, "s": 0]]
+
     static func initialState(_ d: Device) -> [String: JSONValue] {
         switch d.type {
-        case "switch": return ["state": "OFF"]
-        case "sensor": return ["temperature": 21.0]
-        default: return ["state": "OFF", "brightness": 100, "color_mode": "color_temp", "color_temp": 3500, "color": ["h": 0, "s": 0]]
+        case "switch": return switchState
+        case "sensor": return sensorState
+        default: return lightState
         }
     }
 
     public func run(context: AdapterContext) async throws {
         await context.setDevices(devices.map(Self.descriptor), authoritative: true)
+        // Every first state in one hand-over.
+        var reports: [DeviceReport] = []
+        reports.reserveCapacity(devices.count)
         for d in devices {
             let s = Self.initialState(d)
             states[d.name] = s
-            await context.update(d.name, s)
+            reports.append(DeviceReport(d.name, fields: s))
         }
+        await context.report(reports)
         await context.setStatus(.running)
         let sensors = devices.filter { $0.type == "sensor" }
         guard !sensors.isEmpty else {
