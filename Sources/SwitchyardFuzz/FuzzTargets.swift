@@ -145,11 +145,13 @@ public enum FuzzTargets {
         }
     }
 
-    /// A frame from Home Assistant: whatever it holds, the mirror only makes legal MQTT topic names.
+    /// A frame from Home Assistant: whatever it holds, the mirror only makes legal MQTT topic names, and
+    /// packs every entity's topics without loss.
     static let ha: Target = { bytes in
         for m in HAMirrorModel.digest(bytes) {
             check(Topic.isPublishable(m.relative), "the mirror made the topic '\(m.relative.prefix(200))'")
         }
+        check(HAMirrorModel.packsLosslessly(bytes), "an entity's topics changed in packing")
     }
 
     /// A UDP datagram from the LAN: decoded, and its payload read as every message the bridge reads. A

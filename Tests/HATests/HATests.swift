@@ -342,6 +342,42 @@ final class HAHarness: Sendable {
         #expect(HAMirrorModel.publishable("unit_of_measurement"))
     }
 
+    /// Packed topics come back as they went in, whatever their number, names and payload sizes.
+    @Test func packedTopicsComeBackAsTheyWentIn() {
+        var m = HAMirrorModel(publishAttributes: true, publishTimestamps: false)
+        var rng = SystemRandomNumberGenerator()
+        for round in 0..<500 {
+            var t: HAMirrorModel.Topics = [:]
+            for _ in 0..<Int.random(in: 0...12, using: &rng) {
+                // Suffixes old and new (past 127 of them, their numbers take two bytes), payloads empty to long.
+                let suffix = "attr_\(Int.random(in: 0..<(round + 2) * 3, using: &rng))"
+                let n = [0, 1, 15, 16, 17, 200, 5_000].randomElement(using: &rng)!
+                t[suffix] = String((0..<n).map { _ in "aé\"{}0".randomElement(using: &rng)! })
+            }
+            let packed = m.pack(t)
+            #expect(m.topics(packed) == t)
+        }
+    }
+
+    /// A long payload is kept as the array the transport was given (one copy for the mirror and the
+    /// retained ledger), and an unchanged one stays that array.
+    @Test func aLongPayloadIsKeptOnceAndNotCopiedAgain() {
+        var m = HAMirrorModel(publishAttributes: true, publishTimestamps: false)
+        let history = String(repeating: "[1.5, 2.5]", count: 100)
+        let first = m.sync("sensor.a", ["state": "1", "history": history])
+        let sent = first.first { $0.relative == "sensor/a/history" }!.payload
+        let second = m.sync("sensor.a", ["state": "2", "history": history])
+        #expect(second.map(\.relative) == ["sensor/a/state"])
+        let packed = m.published["sensor.a"]!
+        #expect(packed.long.count == 1)
+        #expect(packed.long[0].withUnsafeBufferPointer { $0.baseAddress } == sent.withUnsafeBufferPointer { $0.baseAddress })
+        // A snapshot entry packed on arrival goes out as its own arrays.
+        let snap = m.pack(["state": "2", "history": history + "!"])
+        let third = m.sync("sensor.a", packed: snap)
+        #expect(third.map(\.relative) == ["sensor/a/history"])
+        #expect(third[0].payload.withUnsafeBufferPointer { $0.baseAddress } == snap.long[0].withUnsafeBufferPointer { $0.baseAddress })
+    }
+
     @Test func aSnapshotClearsWhatIsNoLongerThereOrNoLongerMirrored() {
         var m = HAMirrorModel(publishAttributes: true, publishTimestamps: false)
         _ = m.sync("sensor.a", ["state": "1"])

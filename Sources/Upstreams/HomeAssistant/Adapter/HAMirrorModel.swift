@@ -8,20 +8,99 @@ import SwitchyardCore
 /// What the mirror publishes for Home Assistant's entities, and what it last published: pure, so the
 /// statestream layout and the diffing (docs/topics.md "Home Assistant mirror") are unit-tested without a
 /// socket. Per entity it keeps only the topics it published: suffix (`state`, an attribute,
-/// `last_changed`) → retained payload.
+/// `last_changed`) → retained payload, packed (`Packed`): a handful of bytes for a sensor, where a
+/// dictionary of Strings cost about 230 bytes an entity.
 package struct HAMirrorModel: Sendable {
     typealias Topics = [String: String]
+
+    /// An entity's published topics in one array: per topic, in suffix order, the suffix's number and the
+    /// payload. A payload of up to `inlineBytes` is copied in; a longer one (history-heavy attributes) is kept
+    /// as the very array handed to the transport, which the retained ledger keeps too: one copy of it.
+    package struct Packed: Sendable, Equatable {
+        var bytes: [UInt8] = []
+        var long: [[UInt8]] = []
+    }
+
+    static let inlineBytes = 16
 
     let publishAttributes: Bool
     let publishTimestamps: Bool
     /// Entity id → what its topics hold on the broker.
-    private(set) var published: [String: Topics] = [:]
-    /// Attribute names, stored once (thousands of entities share a few).
-    private var suffixes: Set<String> = []
+    private(set) var published: [String: Packed] = [:]
+    /// Suffixes (attribute names), numbered once: thousands of entities share a few.
+    private var suffixNames: [String] = []
+    private var suffixNumbers: [String: UInt32] = [:]
 
     init(publishAttributes: Bool, publishTimestamps: Bool) {
         self.publishAttributes = publishAttributes
         self.publishTimestamps = publishTimestamps
+    }
+
+    // MARK: packing
+
+    /// Topics packed: `entries` sorted by suffix.
+    mutating func pack(_ entries: [(suffix: String, payload: [UInt8])]) -> Packed {
+        var p = Packed()
+        for (suffix, payload) in entries {
+            let n: UInt32
+            if let known = suffixNumbers[suffix] {
+                n = known
+            } else {
+                n = UInt32(suffixNames.count)
+                suffixNames.append(suffix)
+                suffixNumbers[suffix] = n
+            }
+            Self.varint(UInt64(n), into: &p.bytes)
+            if payload.count <= Self.inlineBytes {
+                Self.varint(UInt64(payload.count) << 1, into: &p.bytes)
+                p.bytes += payload
+            } else {
+                Self.varint(UInt64(p.long.count) << 1 | 1, into: &p.bytes)
+                p.long.append(payload)
+            }
+        }
+        return p
+    }
+
+    /// The topics of a packed entity, in suffix order, each with its payload (a long one: the kept array).
+    func unpack(_ p: Packed) -> [(suffix: String, payload: [UInt8])] {
+        var out: [(suffix: String, payload: [UInt8])] = []
+        var i = 0
+        while i < p.bytes.count {
+            let n = Int(Self.readVarint(p.bytes, &i))
+            let x = Self.readVarint(p.bytes, &i)
+            if x & 1 == 1 {
+                out.append((suffixNames[n], p.long[Int(x >> 1)]))
+            } else {
+                let count = Int(x >> 1)
+                out.append((suffixNames[n], Array(p.bytes[i..<(i + count)])))
+                i += count
+            }
+        }
+        return out
+    }
+
+    func topics(_ p: Packed) -> Topics {
+        Dictionary(uniqueKeysWithValues: unpack(p).map { ($0.suffix, String(decoding: $0.payload, as: UTF8.self)) })
+    }
+
+    mutating func pack(_ t: Topics) -> Packed { pack(t.sorted { $0.key < $1.key }.map { ($0.key, Array($0.value.utf8)) }) }
+
+    static func varint(_ v: UInt64, into out: inout [UInt8]) {
+        var v = v
+        while v >= 0x80 { out.append(UInt8(v & 0x7F) | 0x80); v >>= 7 }
+        out.append(UInt8(v))
+    }
+
+    static func readVarint(_ b: [UInt8], _ i: inout Int) -> UInt64 {
+        var v: UInt64 = 0, shift: UInt64 = 0
+        while true {
+            let byte = b[i]
+            i += 1
+            v |= UInt64(byte & 0x7F) << shift
+            if byte < 0x80 { return v }
+            shift += 7
+        }
     }
 
     /// Attribute names that would collide with the command topics or the entity's own topics, or nest,
@@ -51,7 +130,8 @@ package struct HAMirrorModel: Sendable {
     /// A `subscribe_entities` change (`{"+": {s, a, lc, lu}, "-": {"a": [names]}}`) applied to what the
     /// entity published; nil for an entity never published. Attributes are merged, not replaced.
     mutating func topics(changing eid: String, by diff: JSONValue) -> Topics? {
-        guard var t = published[eid] else { return nil }
+        guard let p = published[eid] else { return nil }
+        var t = topics(p)
         let plus = diff["+"]
         apply(to: &t, state: plus?["s"]?.stringValue, attributes: plus?["a"]?.objectValue,
               removed: diff["-"]?["a"]?.arrayValue?.compactMap(\.stringValue) ?? [],
@@ -64,7 +144,7 @@ package struct HAMirrorModel: Sendable {
                         lastChanged: JSONValue?, lastUpdated: JSONValue?) {
         if let state { t["state"] = state }
         if publishAttributes {
-            for (k, v) in attributes ?? [:] where Self.publishable(k) { t[suffixes.insert(k).memberAfterInsert] = v.serialized }
+            for (k, v) in attributes ?? [:] where Self.publishable(k) { t[k] = v.serialized }
             for k in removed where Self.publishable(k) { t[k] = nil }
         }
         if publishTimestamps {
@@ -86,27 +166,40 @@ package struct HAMirrorModel: Sendable {
     /// The messages that bring an entity's topics from what was last published to `want` (nil: the
     /// entity is gone): changed topics published, vanished ones cleared (an empty retained payload).
     mutating func sync(_ eid: String, _ want: Topics?) -> [MirrorMessage] {
+        sync(eid, entries: want.map { $0.sorted { $0.key < $1.key }.map { ($0.key, Array($0.value.utf8)) } })
+    }
+
+    /// The same from a packed snapshot entry: its long payloads go out (and stay) as they are.
+    mutating func sync(_ eid: String, packed: Packed?) -> [MirrorMessage] { sync(eid, entries: packed.map(unpack)) }
+
+    /// `want`: sorted by suffix.
+    mutating func sync(_ eid: String, entries want: [(suffix: String, payload: [UInt8])]?) -> [MirrorMessage] {
         // HA's entity ids are `domain.object_id` in [a-z0-9_]; one that would not make two topic levels
         // (from a broken or hostile peer) is not mirrored.
         guard let dot = eid.firstIndex(of: "."), Topic.isLevel(eid[..<dot]), Topic.isLevel(eid[eid.index(after: dot)...]) else { return [] }
-        let want = want ?? [:]
-        let had = published[eid] ?? [:]
-        guard want != had else { return [] }
+        let want = want ?? []
+        let had = published[eid].map(unpack) ?? []
         let base = "\(eid[..<dot])/\(eid[eid.index(after: dot)...])"
+        var kept: [String: [UInt8]] = [:]
+        for x in had { kept[x.suffix] = x.payload }
+        let wanted = Set(want.map(\.suffix))
         var out: [MirrorMessage] = []
-        for (suffix, payload) in want.sorted(by: { $0.key < $1.key }) where had[suffix] != payload {
-            out.append(MirrorMessage("\(base)/\(suffix)", Array(payload.utf8), retain: true))
+        var now: [(suffix: String, payload: [UInt8])] = []
+        for (suffix, payload) in want {
+            // Unchanged: the kept array stays (the ledger holds the same one).
+            if let old = kept[suffix], old == payload { now.append((suffix, old)); continue }
+            out.append(MirrorMessage("\(base)/\(suffix)", payload, retain: true))
+            now.append((suffix, payload))
         }
-        for suffix in had.keys.sorted() where want[suffix] == nil {
-            out.append(MirrorMessage("\(base)/\(suffix)", [], retain: true))
-        }
-        published[eid] = want.isEmpty ? nil : want
+        for x in had where !wanted.contains(x.suffix) { out.append(MirrorMessage("\(base)/\(x.suffix)", [], retain: true)) }
+        guard !out.isEmpty else { return [] }
+        published[eid] = now.isEmpty ? nil : pack(now)
         return out
     }
 
     /// The entities published now that a full snapshot (first connect, reconnect) no longer holds, or
     /// that are no longer mirrored: each is to be cleared.
-    func gone(from snapshot: [String: Topics], mirrored: (String) -> Bool) -> [String] {
+    func gone<V>(from snapshot: [String: V], mirrored: (String) -> Bool) -> [String] {
         published.keys.sorted().filter { snapshot[$0] == nil || !mirrored($0) }
     }
 }
@@ -117,13 +210,13 @@ extension HAMirrorModel {
     /// a model, without a socket: the fuzz target `ha`. Returns the messages the mirror would publish.
     package static func digest(_ frame: [UInt8]) -> [MirrorMessage] {
         var model = HAMirrorModel(publishAttributes: true, publishTimestamps: true)
-        var adds: [Int: [String: Topics]] = [:]
+        var adds: [Int: [String: Packed]] = [:]
         guard let v = try? JSONValue.parse(frame, streaming: [["event", "a"]], visit: { m in
-            if let eid = m.key { adds[m.document, default: [:]][eid] = model.topics(compressed: m.value) }
+            if let eid = m.key { adds[m.document, default: [:]][eid] = model.pack(model.topics(compressed: m.value)) }
         }) else { return [] }
         var out: [MirrorMessage] = []
         for (n, item) in (v.arrayValue ?? [v]).enumerated() {
-            for (eid, t) in (adds[n] ?? [:]).sorted(by: { $0.key < $1.key }) { out += model.sync(eid, t) }
+            for (eid, p) in (adds[n] ?? [:]).sorted(by: { $0.key < $1.key }) { out += model.sync(eid, packed: p) }
             let event = item["event"]
             for (eid, diff) in (event?["c"]?.objectValue ?? [:]).sorted(by: { $0.key < $1.key }) {
                 if let t = model.topics(changing: eid, by: diff) { out += model.sync(eid, t) }
@@ -135,5 +228,19 @@ extension HAMirrorModel {
             }
         }
         return out
+    }
+
+    /// Whether every entity of a frame's snapshot, and every change to it, comes back from packing as it
+    /// went in (the fuzz target `ha` holds this for any frame).
+    package static func packsLosslessly(_ frame: [UInt8]) -> Bool {
+        var model = HAMirrorModel(publishAttributes: true, publishTimestamps: true)
+        var ok = true
+        _ = try? JSONValue.parse(frame, streaming: [["event", "a"]], visit: { m in
+            guard m.key != nil else { return }
+            let t = model.topics(compressed: m.value)
+            let packed = model.pack(t)
+            ok = ok && model.topics(packed) == t
+        })
+        return ok
     }
 }
