@@ -39,6 +39,20 @@ struct Outbox {
     enum Key: Hashable {
         case retained(slot: UInt32, generation: UInt32)
         case event(id: UInt64)
+
+        /// In 8 bytes, as the lanes hold it (hundreds of thousands wait at a start): the top bit set for a
+        /// retained value.
+        var packed: UInt64 {
+            switch self {
+            case .retained(let slot, let generation): return 1 << 63 | UInt64(slot) << 32 | UInt64(generation)
+            case .event(let id): return id & ~(1 << 63)
+            }
+        }
+
+        init(packed k: UInt64) {
+            self = k >> 63 == 1 ? .retained(slot: UInt32(truncatingIfNeeded: k >> 32) & 0x7FFF_FFFF, generation: UInt32(truncatingIfNeeded: k))
+                                : .event(id: k)
+        }
     }
 
     /// A message as it is handed to the client; the payload is made (a source's) only then, outside the lock.
@@ -65,7 +79,7 @@ struct Outbox {
     private(set) var ledger = RetainedLedger()
     private(set) var events: [UInt64: Event] = [:]
     private var eventOrder = FIFO<UInt64>()
-    private var lanes = [FIFO<Key>](repeating: FIFO(), count: 3)
+    private var lanes = [FIFO<UInt64>](repeating: FIFO(), count: 3)
     /// Topics of the events waiting in the `soon` lane, with their counts.
     private var soonEventTopics: [String: Int] = [:]
     private(set) var inflight: [Int32: Key] = [:]
@@ -92,7 +106,7 @@ struct Outbox {
         guard n > 0, n <= 65_535 else { return false }
         if p.retain {
             let (slot, generation) = ledger.set(p.topic, RetainedLedger.Stored(p.body), qos: UInt8(clamping: p.qos), lane: p.lane)
-            lanes[Int(p.lane.rawValue)].push(.retained(slot: slot, generation: generation))
+            lanes[Int(p.lane.rawValue)].push(Key.retained(slot: slot, generation: generation).packed)
             return true
         }
         // An event is never `late`: events are history, kept in their order.
@@ -104,7 +118,7 @@ struct Outbox {
         events[nextEvent] = Event(topic: p.topic, payload: payload, qos: p.qos, lane: lane)
         eventBytes += payload.count
         eventOrder.push(nextEvent)
-        lanes[Int(lane.rawValue)].push(.event(id: nextEvent))
+        lanes[Int(lane.rawValue)].push(Key.event(id: nextEvent).packed)
         while events.count > maxEvents || eventBytes > maxEventBytes, let oldest = eventOrder.pop() {
             if removeEvent(oldest) { dropped += 1 }
         }
@@ -114,7 +128,7 @@ struct Outbox {
     /// Everything waiting in `soon` goes out before anything added to `now` from here on.
     private mutating func promoteSoon() {
         while let key = lanes[Int(Lane.soon.rawValue)].pop() {
-            if case .event(let id) = key { events[id]?.lane = .now }
+            if case .event(let id) = Key(packed: key) { events[id]?.lane = .now }
             lanes[Int(Lane.now.rawValue)].push(key)
         }
         soonEventTopics.removeAll()
@@ -123,7 +137,8 @@ struct Outbox {
     /// The next message to hand to the client, skipping superseded values and dropped events.
     mutating func next() -> (Key, Message)? {
         for lane in lanes.indices {
-            while let key = lanes[lane].pop() {
+            while let packed = lanes[lane].pop() {
+                let key = Key(packed: packed)
                 switch key {
                 case .retained(let slot, let generation):
                     let e = ledger[slot]
@@ -187,16 +202,16 @@ struct Outbox {
         for i in lanes.indices { lanes[i].removeAll() }
         soonEventTopics.removeAll()
         let firstSlot = first.flatMap { ledger.find($0) }
-        if let firstSlot { lanes[0].push(.retained(slot: firstSlot, generation: ledger[firstSlot].generation)) }
+        if let firstSlot { lanes[0].push(Key.retained(slot: firstSlot, generation: ledger[firstSlot].generation).packed) }
         for slot in ledger.unacknowledgeAll() where slot != firstSlot {
-            lanes[0].push(.retained(slot: slot, generation: ledger[slot].generation))
+            lanes[0].push(Key.retained(slot: slot, generation: ledger[slot].generation).packed)
         }
         var live = FIFO<UInt64>()
         while let id = eventOrder.pop() {
             guard events[id] != nil else { continue }
             events[id]?.lane = .now
             live.push(id)
-            lanes[0].push(.event(id: id))
+            lanes[0].push(Key.event(id: id).packed)
         }
         eventOrder = live
     }

@@ -10,7 +10,8 @@ import SwitchyardCore
 /// - a payload of up to 16 bytes (`online`, `21.5`, `"W"`) is kept inside its entry; a longer one is the
 ///   caller's own array (shared with whoever made it: the registry's state, the mirror's attribute), or the
 ///   source that makes it when it is sent (discovery, device details);
-/// - entries sit in one array, found by an open-addressing index of 4-byte slots.
+/// - entries sit in pages of 4 096 (the table never doubles in one piece: heaptrack showed the doubling of
+///   one array of 200 000 entries as the start-up's peak), found by an open-addressing index of 4-byte slots.
 ///
 /// Pure bookkeeping: no I/O, unit-tested without a broker.
 struct RetainedLedger {
@@ -77,7 +78,9 @@ struct RetainedLedger {
 
     static let chunkSize = 1 << 16
 
-    private(set) var entries: [Entry] = []
+    static let pageBits = 12
+    private var pages: [[Entry]] = []
+    private var entryCount = 0
     private var freeSlots: [UInt32] = []
     /// Open addressing, linear probing: entry index + 1, 0 for empty. Never more than half full.
     private var index: [UInt32] = []
@@ -106,16 +109,19 @@ struct RetainedLedger {
     }
 
     func topic(_ slot: UInt32) -> String {
-        let e = entries[Int(slot)]
+        let e = self[slot]
         return chunks[Int(e.topicAt >> 16)].withUnsafeBufferPointer { c in
             String(decoding: UnsafeBufferPointer(rebasing: c[Int(e.topicAt & 0xFFFF)..<(Int(e.topicAt & 0xFFFF) + Int(e.topicLength))]), as: UTF8.self)
         }
     }
 
-    subscript(slot: UInt32) -> Entry { entries[Int(slot)] }
+    subscript(slot: UInt32) -> Entry {
+        get { pages[Int(slot) >> Self.pageBits][Int(slot) & (1 << Self.pageBits - 1)] }
+        _modify { yield &pages[Int(slot) >> Self.pageBits][Int(slot) & (1 << Self.pageBits - 1)] }
+    }
 
     /// The live slots.
-    var slots: [UInt32] { entries.indices.compactMap { entries[$0].topicLength == 0 ? nil : UInt32($0) } }
+    var slots: [UInt32] { (0..<UInt32(entryCount)).filter { self[$0].topicLength != 0 } }
 
     // MARK: changes
 
@@ -123,23 +129,23 @@ struct RetainedLedger {
     /// publishable one: 1 to 65 535 bytes.
     mutating func set(_ topic: String, _ payload: Stored, qos: UInt8, lane: Lane) -> (slot: UInt32, generation: UInt32) {
         let slot = find(topic) ?? insert(topic)
-        if entries[Int(slot)].isAcked { unacked += 1 }
-        entries[Int(slot)].payload = payload
-        entries[Int(slot)].generation &+= 1
-        entries[Int(slot)].qos = qos
-        entries[Int(slot)].isAcked = false
-        entries[Int(slot)].lane = lane
-        return (slot, entries[Int(slot)].generation)
+        if self[slot].isAcked { unacked += 1 }
+        self[slot].payload = payload
+        self[slot].generation &+= 1
+        self[slot].qos = qos
+        self[slot].isAcked = false
+        self[slot].lane = lane
+        return (slot, self[slot].generation)
     }
 
     /// Marks the value as acknowledged; a cleared topic (empty payload) is then forgotten.
     mutating func acknowledge(_ slot: UInt32, generation: UInt32) {
-        guard Int(slot) < entries.count, entries[Int(slot)].topicLength != 0, entries[Int(slot)].generation == generation,
-              !entries[Int(slot)].isAcked else { return }
-        if entries[Int(slot)].payload.isEmpty {
+        guard Int(slot) < entryCount, self[slot].topicLength != 0, self[slot].generation == generation,
+              !self[slot].isAcked else { return }
+        if self[slot].payload.isEmpty {
             remove(slot)
         } else {
-            entries[Int(slot)].isAcked = true
+            self[slot].isAcked = true
             unacked -= 1
         }
     }
@@ -149,12 +155,12 @@ struct RetainedLedger {
     mutating func unacknowledgeAll() -> [UInt32] {
         var live: [UInt32] = []
         live.reserveCapacity(count)
-        for i in entries.indices where entries[i].topicLength != 0 {
-            if entries[i].isAcked { entries[i].isAcked = false; unacked += 1 }
-            live.append(UInt32(i))
+        for slot in 0..<UInt32(entryCount) where self[slot].topicLength != 0 {
+            if self[slot].isAcked { self[slot].isAcked = false; unacked += 1 }
+            live.append(slot)
         }
         live.sort { a, b in
-            let x = entries[Int(a)], y = entries[Int(b)]
+            let x = self[a], y = self[b]
             return x.lane != y.lane ? x.lane < y.lane : x.order < y.order
         }
         return live
@@ -162,7 +168,7 @@ struct RetainedLedger {
 
     /// Forgets a topic (its clear was delivered, or the client refused it for good).
     mutating func remove(_ slot: UInt32) {
-        let e = entries[Int(slot)]
+        let e = self[slot]
         guard e.topicLength != 0 else { return }
         if !e.isAcked { unacked -= 1 }
         var t = topic(slot)
@@ -182,7 +188,7 @@ struct RetainedLedger {
         index[i] = 0
         deadTopicBytes += Int(e.topicLength)
         liveTopicBytes -= Int(e.topicLength)
-        entries[Int(slot)] = Entry(payload: .inline(0, (0, 0)), generation: e.generation, order: 0, topicAt: 0, topicLength: 0, qos: 0, flags: 0)
+        self[slot] = Entry(payload: .inline(0, (0, 0)), generation: e.generation, order: 0, topicAt: 0, topicLength: 0, qos: 0, flags: 0)
         freeSlots.append(slot)
         count -= 1
         if deadTopicBytes > Self.chunkSize && deadTopicBytes > liveTopicBytes { compact() }
@@ -198,11 +204,17 @@ struct RetainedLedger {
         let slot: UInt32
         if let free = freeSlots.popLast() {
             slot = free
-            entries[Int(slot)] = Entry(payload: .inline(0, (0, 0)), generation: entries[Int(slot)].generation, order: nextOrder,
+            self[slot] = Entry(payload: .inline(0, (0, 0)), generation: self[slot].generation, order: nextOrder,
                                        topicAt: at, topicLength: length, qos: 1, flags: 0)
         } else {
-            slot = UInt32(entries.count)
-            entries.append(Entry(payload: .inline(0, (0, 0)), generation: 0, order: nextOrder, topicAt: at, topicLength: length, qos: 1, flags: 0))
+            slot = UInt32(entryCount)
+            if entryCount >> Self.pageBits == pages.count {
+                var page: [Entry] = []
+                page.reserveCapacity(1 << Self.pageBits)
+                pages.append(page)
+            }
+            pages[pages.count - 1].append(Entry(payload: .inline(0, (0, 0)), generation: 0, order: nextOrder, topicAt: at, topicLength: length, qos: 1, flags: 0))
+            entryCount += 1
         }
         var i = h & (index.count - 1)
         while index[i] != 0 { i = (i + 1) & (index.count - 1) }
@@ -227,7 +239,7 @@ struct RetainedLedger {
     }
 
     private func matches(_ slot: UInt32, _ t: UnsafeBufferPointer<UInt8>) -> Bool {
-        let e = entries[Int(slot)]
+        let e = self[slot]
         guard Int(e.topicLength) == t.count else { return false }
         return chunks[Int(e.topicAt >> 16)].withUnsafeBufferPointer { c in
             UnsafeBufferPointer(rebasing: c[Int(e.topicAt & 0xFFFF)..<(Int(e.topicAt & 0xFFFF) + t.count)]).elementsEqual(t)
@@ -235,7 +247,7 @@ struct RetainedLedger {
     }
 
     private func topicHash(_ slot: UInt32) -> Int {
-        let e = entries[Int(slot)]
+        let e = self[slot]
         return chunks[Int(e.topicAt >> 16)].withUnsafeBufferPointer { c in
             Self.hash(UnsafeBufferPointer(rebasing: c[Int(e.topicAt & 0xFFFF)..<(Int(e.topicAt & 0xFFFF) + Int(e.topicLength))]))
         }
@@ -251,10 +263,10 @@ struct RetainedLedger {
     private mutating func grow() {
         let size = max(64, index.count * 2)
         index = [UInt32](repeating: 0, count: size)
-        for i in entries.indices where entries[i].topicLength != 0 {
-            var j = topicHash(UInt32(i)) & (size - 1)
+        for slot in 0..<UInt32(entryCount) where self[slot].topicLength != 0 {
+            var j = topicHash(slot) & (size - 1)
             while index[j] != 0 { j = (j + 1) & (size - 1) }
-            index[j] = UInt32(i) + 1
+            index[j] = slot + 1
         }
     }
 
@@ -264,9 +276,9 @@ struct RetainedLedger {
         chunks = []
         liveTopicBytes = 0
         deadTopicBytes = 0
-        for i in entries.indices where entries[i].topicLength != 0 {
-            let e = entries[i]
-            entries[i].topicAt = old[Int(e.topicAt >> 16)].withUnsafeBufferPointer { c in
+        for slot in 0..<UInt32(entryCount) where self[slot].topicLength != 0 {
+            let e = self[slot]
+            self[slot].topicAt = old[Int(e.topicAt >> 16)].withUnsafeBufferPointer { c in
                 append(UnsafeBufferPointer(rebasing: c[Int(e.topicAt & 0xFFFF)..<(Int(e.topicAt & 0xFFFF) + Int(e.topicLength))]))
             }
         }
