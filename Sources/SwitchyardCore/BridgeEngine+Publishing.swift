@@ -41,11 +41,16 @@ extension BridgeEngine {
 
     func report(_ adapterID: String, _ generation: UInt64, _ reports: [DeviceReport]) {
         guard let slot = current(adapterID, generation) else { return }
+        // Handed over a few hundred at a time: the network thread sends the first while the rest are made.
         var batch: [Publication] = []
-        batch.reserveCapacity(reports.count)
+        batch.reserveCapacity(min(reports.count, Self.handOver))
         for r in reports {
             if !r.fields.isEmpty, let p = slot.registry.update(r.deviceID, r.fields) { batch.append(p) }
             if let a = r.available, let p = slot.registry.setAvailable(r.deviceID, a) { batch.append(p) }
+            if batch.count >= Self.handOver {
+                transport.publish(batch)
+                batch.removeAll(keepingCapacity: true)
+            }
         }
         transport.publish(batch)
     }
@@ -177,20 +182,42 @@ extension BridgeEngine {
         transport.publish(scheme.bridge("event"), json: ["type": .string(type), "data": .object(data)], qos: 1, retain: false)
     }
 
+    /// Publications handed to the transport at a time by `report`.
+    static let handOver = 256
+
+    /// `bridge/info`, written when it is sent (its redacted config lists every configured device), after
+    /// the states and availability waiting (`late`).
     func publishInfo() {
-        var o = info.objectValue ?? [:]
         var adapters: [String: JSONValue] = [:]
         for id in slotOrder { adapters[id] = .string(slots[id]!.status.description) }
-        o["adapters"] = .object(adapters)
-        o["version"] = .string(settings.version)
-        o["started_at"] = .string(Timestamp.rfc3339(startedAt))
-        publish(Publication(scheme.bridge("info"), json: .object(o), retain: true, lane: .late))
+        let source = InfoSource(info: info, adapters: adapters, version: settings.version, startedAt: startedAt)
+        publish(Publication(scheme.bridge("info"), body: .source(source), retain: true, lane: .late))
     }
 
-    /// `bridge/devices`, after the states and availability waiting (`late`).
+    final class InfoSource: PayloadSource {
+        let info: JSONValue
+        let adapters: [String: JSONValue]
+        let version: String
+        let startedAt: Date
+        init(info: JSONValue, adapters: [String: JSONValue], version: String, startedAt: Date) {
+            self.info = info
+            self.adapters = adapters
+            self.version = version
+            self.startedAt = startedAt
+        }
+        func payload() -> [UInt8] {
+            var o = info.objectValue ?? [:]
+            o["adapters"] = .object(adapters)
+            o["version"] = .string(version)
+            o["started_at"] = .string(Timestamp.rfc3339(startedAt))
+            return JSONValue.object(o).bytes
+        }
+    }
+
+    /// `bridge/devices`, written when it is sent, after the states and availability waiting (`late`).
     func publishDeviceList() {
-        let list = slotOrder.compactMap { slots[$0] }.flatMap(\.registry.listEntries)
-        publish(Publication(scheme.bridge("devices"), json: .array(list), retain: true, lane: .late))
+        let list = DeviceRegistry.DeviceList(slotOrder.compactMap { slots[$0]?.registry.listings })
+        publish(Publication(scheme.bridge("devices"), body: .source(list), retain: true, lane: .late))
     }
 
     func scheduleReannounce() {

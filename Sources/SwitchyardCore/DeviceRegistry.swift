@@ -99,10 +99,13 @@ public struct DeviceRegistry: Sendable {
         let adapterID: String
         let scheme: TopicScheme
         let discovery: DiscoveryBuilder?
+        /// The adapter's discovery node prefix, worked out once.
+        let nodePrefix: String
         init(adapterID: String, scheme: TopicScheme, discovery: DiscoveryBuilder?) {
             self.adapterID = adapterID
             self.scheme = scheme
             self.discovery = discovery
+            nodePrefix = discovery?.nodePrefix(adapter: adapterID) ?? ""
         }
     }
 
@@ -221,7 +224,7 @@ public struct DeviceRegistry: Sendable {
                 announce(rec, replacing: nil, lane: .late, into: &out)
                 devices[d.id] = rec
                 if let p = setAvailable(d.id, available[d.id] ?? true, lane: .soon) { out.append(.publish(p)) }
-                out.append(.publish(event("device_added", ["adapter": .string(adapterID), "id": .string(d.id), "name": .string(name)], lane: .soon)))
+                out.append(.publish(event("device_added", ["adapter": adapterID, "id": d.id, "name": name], lane: .soon)))
                 changed = true
             }
         }
@@ -246,8 +249,7 @@ public struct DeviceRegistry: Sendable {
                   scheme.deviceDetails(adapter: adapterID, name: old)] {
             out.append(.publish(Publication(t, [], retain: true)))
         }
-        out.append(.publish(event("device_renamed", ["adapter": .string(adapterID), "id": .string(descriptor.id),
-                                                     "from": .string(old), "to": .string(name)])))
+        out.append(.publish(event("device_renamed", ["adapter": adapterID, "from": old, "id": descriptor.id, "to": name])))
     }
 
     /// Clears the device's discovery configs, then its state, availability and details: Home Assistant
@@ -261,8 +263,7 @@ public struct DeviceRegistry: Sendable {
         }
         devices[id] = nil
         byName[rec.name] = nil
-        out.append(.publish(event("device_removed", ["adapter": .string(adapterID), "id": .string(id), "name": .string(rec.name),
-                                                     "reason": .string(reason)])))
+        out.append(.publish(event("device_removed", ["adapter": adapterID, "id": id, "name": rec.name, "reason": reason])))
     }
 
     /// Removes every device (the adapter left the config).
@@ -356,7 +357,7 @@ public struct DeviceRegistry: Sendable {
 
     static func configTopics(_ listing: Listing, adapterID: String, discovery: DiscoveryBuilder?, shapes: inout Shapes) -> [String] {
         guard let discovery else { return [] }
-        let node = discovery.nodeID(adapter: adapterID, deviceID: listing.descriptor.id)
+        let node = listing.context.nodePrefix + Naming.normaliseID(listing.descriptor.id)
         return shapes.of(listing.descriptor, discovery).map { discovery.configTopic($0, node: node) }
     }
 
@@ -369,19 +370,52 @@ public struct DeviceRegistry: Sendable {
     }
 
     /// One entry of `bridge/devices` per device, by name.
-    public var listEntries: [JSONValue] {
-        devices.values.sorted { $0.name < $1.name }.map { rec in
+    public var listEntries: [JSONValue] { Self.listEntries(listings) }
+
+    /// The devices' listings (shared, not copied): what `bridge/devices` is written from when it is sent.
+    var listings: [Listing] { devices.values.map(\.listing) }
+
+    static func listEntries(_ listings: [Listing]) -> [JSONValue] {
+        listings.sorted { $0.name < $1.name }.map { l in
+            let adapterID = l.context.adapterID
             var o: [String: JSONValue] = [
-                "adapter": .string(adapterID), "id": .string(rec.descriptor.id), "name": .string(rec.name),
-                "topic": .string(scheme.device(adapter: adapterID, name: rec.name)),
-                "capabilities": .array(rec.descriptor.capabilities.map { .string($0.name) }),
+                "adapter": .string(adapterID), "id": .string(l.descriptor.id), "name": .string(l.name),
+                "topic": .string(l.context.scheme.device(adapter: adapterID, name: l.name)),
+                "capabilities": .array(l.descriptor.capabilities.map { .string($0.name) }),
             ]
-            o["model"] = rec.descriptor.model.map(JSONValue.string) ?? .null
+            o["model"] = l.descriptor.model.map(JSONValue.string) ?? .null
             return .object(o)
         }
     }
 
-    func event(_ type: String, _ data: [String: JSONValue], lane: Lane = .now) -> Publication {
-        Publication(scheme.bridge("event"), json: ["type": .string(type), "data": .object(data)], retain: false, lane: lane)
+    /// `bridge/devices` as a source: the listings of every adapter (in order), written when it is sent
+    /// (the list of 10 000 devices is 1.9 MB of JSON; the source holds 80 kB of references).
+    final class DeviceList: PayloadSource {
+        let adapters: [[Listing]]
+        init(_ adapters: [[Listing]]) { self.adapters = adapters }
+        func payload() -> [UInt8] {
+            let entries = adapters.flatMap(DeviceRegistry.listEntries)
+            return JSONValue.array(entries).bytes(reserving: entries.count * 200)
+        }
+    }
+
+    /// A `bridge/event` message: `data`'s keys given in their sorted order, written as the canonical JSON of
+    /// `{"data": {…}, "type": …}` without a dictionary built (one per device at a start of thousands).
+    func event(_ type: String, _ data: KeyValuePairs<String, String>, lane: Lane = .now) -> Publication {
+        var w = JSONWriter(capacity: 128)
+        w.literal("{\"data\":{")
+        var previous: String?
+        for (k, v) in data {
+            assert(previous.map { $0 < k } ?? true, "event keys out of order")
+            if previous != nil { w.out.append(UInt8(ascii: ",")) }
+            previous = k
+            w.string(k)
+            w.out.append(UInt8(ascii: ":"))
+            w.string(v)
+        }
+        w.literal("},\"type\":")
+        w.string(type)
+        w.out.append(UInt8(ascii: "}"))
+        return Publication(scheme.bridge("event"), w.out, retain: false, lane: lane)
     }
 }

@@ -51,9 +51,10 @@ public struct DiscoveryBuilder: Sendable {
     public func shapes(_ d: DeviceDescriptor) -> [Shape] { entries(adapter: "a", name: "n", device: d).map(\.shape) }
 
     /// `switchyard_<base>_<adapter>_<id>`, normalised to `[A-Za-z0-9_-]`.
-    public func nodeID(adapter: String, deviceID: String) -> String {
-        "switchyard_\(Naming.normaliseID(scheme.base))_\(Naming.normaliseID(adapter))_\(Naming.normaliseID(deviceID))"
-    }
+    public func nodeID(adapter: String, deviceID: String) -> String { nodePrefix(adapter: adapter) + Naming.normaliseID(deviceID) }
+
+    /// `switchyard_<base>_<adapter>_`: what every node of one adapter's devices starts with.
+    public func nodePrefix(adapter: String) -> String { "\(nodePrefix)\(Naming.normaliseID(adapter))_" }
 
     static let lightFields: Set<String> = ["state", "brightness", "color", "color_temp", "color_mode", "transition", "effect"]
 

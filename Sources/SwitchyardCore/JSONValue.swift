@@ -140,8 +140,12 @@ public enum JSONValue: Sendable, Equatable, Hashable {
 
     /// The JSON text, written straight into bytes (callgrind: appending to a String, piece by piece, was
     /// the start-up's main cost: about 180 instructions a byte).
-    public var bytes: [UInt8] {
-        var w = JSONWriter()
+    public var bytes: [UInt8] { bytes(reserving: 0) }
+
+    /// The same into a buffer of `capacity` bytes reserved up front (a large payload whose size is known
+    /// roughly: no doubling on the way).
+    func bytes(reserving capacity: Int) -> [UInt8] {
+        var w = JSONWriter(capacity: capacity)
         w.write(self)
         return w.out
     }
