@@ -378,6 +378,18 @@ final class HAHarness: Sendable {
         #expect(third[0].payload.withUnsafeBufferPointer { $0.baseAddress } == snap.long[0].withUnsafeBufferPointer { $0.baseAddress })
     }
 
+    /// A snapshot's entities in id order; one listed twice counts as its later listing (as a JSON object's
+    /// duplicate key does).
+    @Test func aSnapshotIsReadInIdOrderAndTheLaterOfTwoWins() {
+        var m = HAMirrorModel(publishAttributes: true, publishTimestamps: false)
+        let entities: [HAMirror.Entity] = [("sensor.b", m.pack(["state": "1"])), ("sensor.a", m.pack(["state": "2"])),
+                                           ("sensor.b", m.pack(["state": "3"])), ("sensor.c", m.pack(["state": "4"]))]
+        let sorted = HAMirror.sortedLastWins(entities)
+        #expect(sorted.map(\.id) == ["sensor.a", "sensor.b", "sensor.c"])
+        #expect(m.topics(sorted[1].topics) == ["state": "3"])
+        #expect(HAMirror.find("sensor.c", in: sorted) == 2 && HAMirror.find("sensor.bb", in: sorted) == nil)
+    }
+
     @Test func aSnapshotClearsWhatIsNoLongerThereOrNoLongerMirrored() {
         var m = HAMirrorModel(publishAttributes: true, publishTimestamps: false)
         _ = m.sync("sensor.a", ["state": "1"])

@@ -200,8 +200,16 @@ package struct HAMirrorModel: Sendable {
     /// The entities published now that a full snapshot (first connect, reconnect) no longer holds, or
     /// that are no longer mirrored: each is to be cleared.
     func gone<V>(from snapshot: [String: V], mirrored: (String) -> Bool) -> [String] {
-        published.keys.sorted().filter { snapshot[$0] == nil || !mirrored($0) }
+        gone(keeping: { snapshot[$0] != nil }, mirrored: mirrored)
     }
+
+    /// The same, the snapshot given as a membership test.
+    func gone(keeping present: (String) -> Bool, mirrored: (String) -> Bool) -> [String] {
+        published.keys.sorted().filter { !present($0) || !mirrored($0) }
+    }
+
+    /// Room for `n` more entities at once (a snapshot), rather than doubling on the way.
+    mutating func reserve(_ n: Int) { published.reserveCapacity(published.count + n) }
 }
 
 extension HAMirrorModel {
