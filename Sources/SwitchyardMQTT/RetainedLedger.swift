@@ -82,8 +82,7 @@ struct RetainedLedger {
     private var pages: [[Entry]] = []
     private var entryCount = 0
     private var freeSlots: [UInt32] = []
-    /// Open addressing, linear probing: entry index + 1, 0 for empty. Never more than half full.
-    private var index: [UInt32] = []
+    private var index = SlotIndex()
     private var chunks: [[UInt8]] = []
     private var liveTopicBytes = 0
     private var deadTopicBytes = 0
@@ -95,17 +94,9 @@ struct RetainedLedger {
     // MARK: lookup
 
     func find(_ topic: String) -> UInt32? {
-        guard !index.isEmpty else { return nil }
+        guard count > 0 else { return nil }
         var topic = topic
-        return topic.withUTF8 { t in
-            var i = Self.hash(t) & (index.count - 1)
-            while index[i] != 0 {
-                let slot = index[i] - 1
-                if matches(slot, t) { return slot }
-                i = (i + 1) & (index.count - 1)
-            }
-            return nil
-        }
+        return topic.withUTF8 { t in index.find(hash: Self.hash(t)) { matches($0, t) } }
     }
 
     func topic(_ slot: UInt32) -> String {
@@ -171,21 +162,7 @@ struct RetainedLedger {
         let e = self[slot]
         guard e.topicLength != 0 else { return }
         if !e.isAcked { unacked -= 1 }
-        var t = topic(slot)
-        let h = t.withUTF8 { Self.hash($0) }
-        // Backward-shift deletion: the index stays free of tombstones.
-        var i = h & (index.count - 1)
-        while index[i] != slot + 1 { i = (i + 1) & (index.count - 1) }
-        var j = i
-        while true {
-            j = (j + 1) & (index.count - 1)
-            if index[j] == 0 { break }
-            let home = topicHash(index[j] - 1) & (index.count - 1)
-            // Move j back to i unless its home lies cyclically in (i, j].
-            let between = i <= j ? (home > i && home <= j) : (home > i || home <= j)
-            if !between { index[i] = index[j]; i = j }
-        }
-        index[i] = 0
+        index.remove(slot, hash: topicHash(slot), hashOf: topicHash)
         deadTopicBytes += Int(e.topicLength)
         liveTopicBytes -= Int(e.topicLength)
         self[slot] = Entry(payload: .inline(0, (0, 0)), generation: e.generation, order: 0, topicAt: 0, topicLength: 0, qos: 0, flags: 0)
@@ -197,7 +174,6 @@ struct RetainedLedger {
     // MARK: internals
 
     private mutating func insert(_ topic: String) -> UInt32 {
-        if (count + 1) * 2 > index.count { grow() }
         var topic = topic
         let (at, length, h) = topic.withUTF8 { t in (append(t), UInt16(t.count), Self.hash(t)) }
         nextOrder &+= 1
@@ -216,9 +192,7 @@ struct RetainedLedger {
             pages[pages.count - 1].append(Entry(payload: .inline(0, (0, 0)), generation: 0, order: nextOrder, topicAt: at, topicLength: length, qos: 1, flags: 0))
             entryCount += 1
         }
-        var i = h & (index.count - 1)
-        while index[i] != 0 { i = (i + 1) & (index.count - 1) }
-        index[i] = slot + 1
+        index.insert(slot, hash: h, hashOf: topicHash)
         count += 1
         unacked += 1
         return slot
@@ -258,16 +232,6 @@ struct RetainedLedger {
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
         for b in t { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
         return Int(truncatingIfNeeded: h ^ (h >> 29))
-    }
-
-    private mutating func grow() {
-        let size = max(64, index.count * 2)
-        index = [UInt32](repeating: 0, count: size)
-        for slot in 0..<UInt32(entryCount) where self[slot].topicLength != 0 {
-            var j = topicHash(slot) & (size - 1)
-            while index[j] != 0 { j = (j + 1) & (size - 1) }
-            index[j] = slot + 1
-        }
     }
 
     /// Copies the live topics into fresh chunks, dropping the space of removed ones.
