@@ -269,8 +269,11 @@ extension BridgeEngine {
             updateSubscriptions(force: true)
             let current = DiscoverySweep.Current(
                 bridgeNode: discovery.bridgeNode, bridgeTopics: Set(bridgeDiscoveryTopics),
-                adapters: Dictionary(slotOrder.compactMap { id in slots[id].map { (Naming.normaliseID(id), ($0.registry.discoveryTopics, $0.registry.listsFromConfig)) } },
-                                     uniquingKeysWith: { a, _ in a }))
+                adapters: Dictionary(slotOrder.compactMap { id in
+                    slots[id].map { slot -> (String, (topics: (String) -> Set<String>?, complete: Bool)) in
+                        (Naming.normaliseID(id), (slot.registry.discoveryTopicsByNode, slot.registry.listsFromConfig))
+                    }
+                }, uniquingKeysWith: { a, _ in a }))
             let orphans = found.filter { discoverySweep.isOrphan($0, current: current) }.sorted()
             for t in orphans { transport.publish(t, [], qos: 1, retain: true) }
             if !orphans.isEmpty {

@@ -116,6 +116,9 @@ struct Directory: InboundDirectory {
         #expect(try JSONValue.parse(pubs[1].payload)["state_topic"] == "b/test/lamp")
         #expect(try JSONValue.parse(pubs[3].payload) == ["type": "device_added", "data": ["adapter": "test", "id": "lamp-1", "name": "lamp"]])
         #expect(r.update("lamp-1", ["state": "ON"])?.lane == .now)
+        // The sweep's lookup: a device's config topics by its node's id.
+        #expect(r.discoveryTopicsByNode("lamp-1") == ["homeassistant/light/switchyard_b_test_lamp-1/light/config"])
+        #expect(r.discoveryTopicsByNode("lamp") == nil)
         out = []
         _ = r.setDevices([lamp(name: "desk")], authoritative: false, available: [:], into: &out)
         _ = r.setDevices([], authoritative: true, available: [:], into: &out)
@@ -128,9 +131,11 @@ struct Directory: InboundDirectory {
                            ["type": "device_removed", "data": ["adapter": "test", "id": "lamp-1", "name": "desk", "reason": "removed from config"]]])
         // bridge/devices from the listings, as the entries say.
         var two = registry()
-        _ = two.setDevices([lamp("b", name: "zed"), lamp("a", name: "alpha")], authoritative: true, available: [:], into: &out)
-        #expect(try JSONValue.parse(DeviceRegistry.DeviceList([two.listings]).payload()) == .array(two.listEntries))
-        #expect(two.listEntries.map { $0["name"] } == ["alpha", "zed"])
+        let plain = DeviceDescriptor(id: "c", label: "C", configuredName: "say \"hi\"", category: .switch, capabilities: [.state()])
+        _ = two.setDevices([lamp("b", name: "zed"), lamp("a", name: "alpha"), plain], authoritative: true, available: [:], into: &out)
+        #expect(DeviceRegistry.DeviceList([two.listings]).payload() == JSONValue.array(two.listEntries).bytes)
+        #expect(two.listEntries.map { $0["name"] } == ["alpha", "say \"hi\"", "zed"])
+        #expect(two.listEntries[1]["model"] == .null)
     }
 
     @Test func stateIsPublishedWholeOnlyWhenARoundedValueChanges() {
