@@ -21,8 +21,8 @@ public actor HAMirror: MirrorAdapter {
 
     typealias Topics = HAMirrorModel.Topics
     typealias Packed = HAMirrorModel.Packed
-    /// An entity of a snapshot or an add, packed as it arrived.
-    typealias Entity = (id: String, topics: Packed)
+    typealias Entity = HAMirrorModel.Entity
+    typealias Streamed = HAMirrorModel.Streamed
 
     enum Role {
         case entities, stateEvents, getStates, registry, event(String), features
@@ -129,19 +129,21 @@ public actor HAMirror: MirrorAdapter {
                 await self.authDeadlinePassed(outbound)
             }
             defer { helpers.cancelAll() }
-            for try await message in inbound.messages(maxSize: settings.maxMessageSize) {
-                guard case .text(let text) = message else { continue }
-                // The entities snapshot (`event.a`, thousands of entities in one message) is turned into topics
-                // entity by entity while it is parsed: the whole tree would briefly cost several times the mirror.
-                // Each entity is packed as it comes (the whole snapshot as dictionaries cost 230 bytes an entity,
-                // on top of the mirror); the message is read in place, not copied.
-                var adds: [Int: [Entity]] = [:]
-                guard let v = try? JSONValue.parse(text, streaming: [["event", "a"]], visit: { m in
-                    if let eid = m.key { adds[m.document, default: []].append((eid, model.pack(model.topics(compressed: m.value)))) }
-                }) else { continue }
-                let items = v.arrayValue ?? [v]   // coalesced: several messages in one frame
+            var messages = inbound.messages(maxSize: settings.maxMessageSize).makeAsyncIterator()
+            while true {
+                let frame: (value: JSONValue, streamed: [Int: Streamed])?
+                do {
+                    // The message is let go at the end of this block, before any of it is published (heaptrack: the
+                    // 7 MB text of a 50 000-entity snapshot was still held while the mirror published it).
+                    guard let message = try await messages.next() else { break }
+                    guard case .text(let text) = message else { continue }
+                    frame = HAMirrorModel.read(text, into: &model, ownPrefix: settings.ownUniqueIDPrefix)
+                }
+                guard let frame else { continue }
+                let items = frame.value.arrayValue ?? [frame.value]   // coalesced: several messages in one frame
+                var streamed = frame.streamed
                 for (n, item) in items.enumerated() {
-                    if try await !receive(item, adds: adds.removeValue(forKey: n) ?? [], outbound: outbound, token: token) {
+                    if try await !receive(item, streamed: streamed.removeValue(forKey: n) ?? Streamed(), outbound: outbound, token: token) {
                         try? await outbound.close(.normalClosure, reason: nil)
                         return
                     }
@@ -157,7 +159,7 @@ public actor HAMirror: MirrorAdapter {
     }
 
     /// Handles one message; false ends the session.
-    func receive(_ m: JSONValue, adds: [Entity], outbound: WebSocketOutboundWriter, token: String) async throws -> Bool {
+    func receive(_ m: JSONValue, streamed: Streamed, outbound: WebSocketOutboundWriter, token: String) async throws -> Bool {
         switch m["type"]?.stringValue {
         case "auth_required":
             try await outbound.writeTextMessage(JSONValue.object(["type": "auth", "access_token": .string(token)]).serialized)
@@ -183,20 +185,14 @@ public actor HAMirror: MirrorAdapter {
             }
             switch roles[id] {
             case .registry?:
-                for e in m["result"]?.arrayValue ?? [] {
-                    if e["platform"] == "mqtt", let uid = e["unique_id"]?.stringValue, uid.hasPrefix(settings.ownUniqueIDPrefix),
-                       let eid = e["entity_id"]?.stringValue {
-                        own.insert(eid)
-                        await sync(eid, nil)
-                    }
+                // Read while the frame was parsed: only this bridge's own entities were kept.
+                for eid in streamed.own {
+                    own.insert(eid)
+                    await sync(eid, nil)
                 }
                 roles[id] = nil
             case .getStates?:
-                var snapshot: [Entity] = []
-                for s in m["result"]?.arrayValue ?? [] {
-                    if let eid = s["entity_id"]?.stringValue, let t = model.topics(full: s) { snapshot.append((eid, model.pack(t))) }
-                }
-                await resync(snapshot)
+                await resync(streamed.states)
                 roles[id] = nil
             default:
                 break
@@ -204,7 +200,7 @@ public actor HAMirror: MirrorAdapter {
         case "event":
             guard let id = m["id"]?.intValue, let role = roles[id], let event = m["event"] else { break }
             switch role {
-            case .entities: await entityEvent(event, adds: adds)
+            case .entities: await entityEvent(event, adds: streamed.adds)
             case .stateEvents: await stateChanged(event)
             case .event(let type):
                 var o: [String: JSONValue] = ["event_type": event["event_type"] ?? .string(type), "event_data": event["data"] ?? .object([:])]
@@ -299,28 +295,16 @@ public actor HAMirror: MirrorAdapter {
 
     func mirrored(_ eid: String) -> Bool { settings.entityAllowed(eid) && !own.contains(eid) }
 
-    /// A full snapshot (first connect or after a reconnect): publish what differs, clear what is gone.
-    /// Kept as a sorted array, not a dictionary (heaptrack, 50 000 entities: the snapshot's table and the
-    /// model's, both doubling, were the start's peak).
+    /// A full snapshot (first connect or after a reconnect), sorted by id: publish what differs, clear what
+    /// is gone. Kept as a sorted array, not a dictionary (heaptrack, 50 000 entities: the snapshot's table and
+    /// the model's, both doubling, were the start's peak).
     func resync(_ snapshot: [Entity]) async {
-        let snapshot = Self.sortedLastWins(snapshot)
         var out = Batch()
         let present = { (eid: String) in Self.find(eid, in: snapshot) != nil }
         for eid in model.gone(keeping: present, mirrored: mirrored) { await out.add(model.sync(eid, packed: nil), self) }
         model.reserve(snapshot.count)
         for e in snapshot where mirrored(e.id) { await out.add(model.sync(e.id, packed: e.topics), self) }
         await out.flush(self)
-    }
-
-    /// By entity id; of one id given twice, the later (the sort is stable).
-    static func sortedLastWins(_ entities: consuming [Entity]) -> [Entity] {
-        entities.sort { $0.id < $1.id }
-        var kept = 0
-        for i in entities.indices {
-            if kept > 0 && entities[kept - 1].id == entities[i].id { entities[kept - 1] = entities[i] } else { entities[kept] = entities[i]; kept += 1 }
-        }
-        entities.removeLast(entities.count - kept)
-        return entities
     }
 
     static func find(_ id: String, in sorted: [Entity]) -> Int? {
@@ -341,7 +325,7 @@ public actor HAMirror: MirrorAdapter {
                 await resync(parsed)
             } else {
                 var out = Batch()
-                for a in Self.sortedLastWins(parsed) where mirrored(a.id) { await out.add(model.sync(a.id, packed: a.topics), self) }
+                for a in parsed where mirrored(a.id) { await out.add(model.sync(a.id, packed: a.topics), self) }
                 await out.flush(self)
             }
         }

@@ -23,10 +23,62 @@ package struct HAMirrorModel: Sendable {
 
     static let inlineBytes = 16
 
+    /// Entity id → packed topics: ids and values in two arrays found through a `SlotIndex`, about 40 bytes
+    /// an entity where a Dictionary<String, Packed> took 43 to 85 (heaptrack, 50 000 entities: its table had
+    /// just passed three quarters of 65 536 and doubled to 4.2 MB).
+    package struct EntityTable: Sendable {
+        private var ids: [String] = []
+        private var values: [Packed] = []
+        private var free: [UInt32] = []
+        private var index = SlotIndex()
+
+        var count: Int { index.count }
+        var isEmpty: Bool { count == 0 }
+        var keys: [String] { ids.indices.compactMap { values[$0].bytes.isEmpty && values[$0].long.isEmpty ? nil : ids[$0] } }
+
+        static func hash(_ id: String) -> Int { id.hashValue }
+        private func hashOf(_ slot: UInt32) -> Int { Self.hash(ids[Int(slot)]) }
+        private func slot(_ id: String) -> UInt32? { index.find(hash: Self.hash(id)) { ids[Int($0)] == id } }
+
+        subscript(id: String) -> Packed? {
+            get { slot(id).map { values[Int($0)] } }
+            set {
+                if let s = slot(id) {
+                    guard let newValue, !newValue.bytes.isEmpty || !newValue.long.isEmpty else {
+                        index.remove(s, hash: Self.hash(id), hashOf: hashOf)
+                        ids[Int(s)] = ""
+                        values[Int(s)] = Packed()
+                        free.append(s)
+                        return
+                    }
+                    values[Int(s)] = newValue
+                } else if let newValue, !newValue.bytes.isEmpty || !newValue.long.isEmpty {
+                    let s: UInt32
+                    if let f = free.popLast() {
+                        s = f
+                        ids[Int(s)] = id
+                        values[Int(s)] = newValue
+                    } else {
+                        s = UInt32(ids.count)
+                        ids.append(id)
+                        values.append(newValue)
+                    }
+                    index.insert(s, hash: Self.hash(id), hashOf: hashOf)
+                }
+            }
+        }
+
+        mutating func reserveCapacity(_ n: Int) {
+            ids.reserveCapacity(n)
+            values.reserveCapacity(n)
+            index.reserve(n, hashOf: hashOf)
+        }
+    }
+
     let publishAttributes: Bool
     let publishTimestamps: Bool
     /// Entity id → what its topics hold on the broker.
-    private(set) var published: [String: Packed] = [:]
+    private(set) var published = EntityTable()
     /// Suffixes (attribute names), numbered once: thousands of entities share a few.
     private var suffixNames: [String] = []
     private var suffixNumbers: [String: UInt32] = [:]
@@ -169,8 +221,13 @@ package struct HAMirrorModel: Sendable {
         sync(eid, entries: want.map { $0.sorted { $0.key < $1.key }.map { ($0.key, Array($0.value.utf8)) } })
     }
 
-    /// The same from a packed snapshot entry: its long payloads go out (and stay) as they are.
-    mutating func sync(_ eid: String, packed: Packed?) -> [MirrorMessage] { sync(eid, entries: packed.map(unpack)) }
+    /// The same from a packed snapshot entry: its long payloads go out (and stay) as they are; without any,
+    /// the entry itself is kept (no second packing).
+    mutating func sync(_ eid: String, packed: Packed?) -> [MirrorMessage] {
+        let out = sync(eid, entries: packed.map(unpack))
+        if let packed, packed.long.isEmpty, !out.isEmpty, published[eid] != nil { published[eid] = packed }
+        return out
+    }
 
     /// `want`: sorted by suffix.
     mutating func sync(_ eid: String, entries want: [(suffix: String, payload: [UInt8])]?) -> [MirrorMessage] {
@@ -213,27 +270,96 @@ package struct HAMirrorModel: Sendable {
 }
 
 extension HAMirrorModel {
+    /// An entity of a snapshot or an add, packed as it arrived.
+    typealias Entity = (id: String, topics: Packed)
+
+    /// What one message of a frame held in its large lists, read out while it was parsed.
+    struct Streamed {
+        /// `event.a` of `subscribe_entities`: the snapshot, or adds.
+        var adds: [Entity] = []
+        /// `result` entries with `entity_id` and `state`: a `get_states` answer.
+        var states: [Entity] = []
+        /// `result` entries with `entity_id` and `platform` (the entity registry) that are this bridge's own.
+        var own: [String] = []
+    }
+
+    /// A frame from Home Assistant, parsed as the mirror reads it: the members of `event.a` and of `result`
+    /// are taken one by one while the frame is parsed, never as one tree (heaptrack, 50 000 entities: the
+    /// entity registry's list, parsed whole only to find the bridge's own entities, was the start's peak:
+    /// 11.5 MB of dictionaries; in a real HA every entry has twenty fields). Entities are packed as they
+    /// come and sorted by id; a registry entry is kept only as the id of one of our own; what is neither
+    /// (a service's response) is put back where it was. The value is the frame (a message, or an array of
+    /// coalesced messages) without what was taken; `streamed` is by message.
+    static func read(_ text: String, into model: inout HAMirrorModel, ownPrefix: String) -> (value: JSONValue, streamed: [Int: Streamed])? {
+        var streamed: [Int: Streamed] = [:]
+        var elements: [Int: [JSONValue]] = [:]
+        var members: [Int: [String: JSONValue]] = [:]
+        guard var v = try? JSONValue.parse(text, streaming: [["event", "a"], ["result"]], visit: { m in
+            if m.path == 0 {
+                if let eid = m.key { streamed[m.document, default: Streamed()].adds.append((eid, model.pack(model.topics(compressed: m.value)))) }
+                return
+            }
+            if let key = m.key { members[m.document, default: [:]][key] = m.value; return }
+            if let eid = m.value["entity_id"]?.stringValue {
+                if m.value["platform"] != nil {
+                    if m.value["platform"] == "mqtt", m.value["unique_id"]?.stringValue?.hasPrefix(ownPrefix) == true {
+                        streamed[m.document, default: Streamed()].own.append(eid)
+                    }
+                    return
+                }
+                if m.value["state"] != nil {
+                    if let t = model.topics(full: m.value) { streamed[m.document, default: Streamed()].states.append((eid, model.pack(t))) }
+                    return
+                }
+            }
+            elements[m.document, default: []].append(m.value)
+        }) else { return nil }
+        for k in streamed.keys {
+            sortLastWins(&streamed[k]!.adds)
+            sortLastWins(&streamed[k]!.states)
+        }
+        // Put back what was neither: a service's response, an unknown list.
+        func restore(_ n: Int, _ result: JSONValue) {
+            func set(_ doc: JSONValue) -> JSONValue {
+                guard case .object(var o) = doc else { return doc }
+                o["result"] = result
+                return .object(o)
+            }
+            if case .array(var docs) = v, n < docs.count { docs[n] = set(docs[n]); v = .array(docs) } else if n == 0 { v = set(v) }
+        }
+        for (n, e) in elements { restore(n, .array(e)) }
+        for (n, o) in members { restore(n, .object(o)) }
+        return (v, streamed)
+    }
+
+    /// Sorts by entity id, in place; of one id given twice, the later stays (the sort is stable).
+    static func sortLastWins(_ entities: inout [Entity]) {
+        entities.sort { $0.id < $1.id }
+        var kept = 0
+        for i in entities.indices {
+            if kept > 0 && entities[kept - 1].id == entities[i].id { entities[kept - 1] = entities[i] } else { entities[kept] = entities[i]; kept += 1 }
+        }
+        entities.removeLast(entities.count - kept)
+    }
+
     /// One WebSocket frame from Home Assistant read as the mirror reads it (streamed `event.a`, coalesced
     /// messages, `subscribe_entities` adds/changes/removals, `state_changed`, `get_states` results), into
     /// a model, without a socket: the fuzz target `ha`. Returns the messages the mirror would publish.
     package static func digest(_ frame: [UInt8]) -> [MirrorMessage] {
         var model = HAMirrorModel(publishAttributes: true, publishTimestamps: true)
-        var adds: [Int: [String: Packed]] = [:]
-        guard let v = try? JSONValue.parse(frame, streaming: [["event", "a"]], visit: { m in
-            if let eid = m.key { adds[m.document, default: [:]][eid] = model.pack(model.topics(compressed: m.value)) }
-        }) else { return [] }
+        guard let (v, streamed) = read(String(decoding: frame, as: UTF8.self), into: &model, ownPrefix: "switchyard_") else { return [] }
         var out: [MirrorMessage] = []
         for (n, item) in (v.arrayValue ?? [v]).enumerated() {
-            for (eid, p) in (adds[n] ?? [:]).sorted(by: { $0.key < $1.key }) { out += model.sync(eid, packed: p) }
+            let s = streamed[n] ?? Streamed()
+            for e in s.adds { out += model.sync(e.id, packed: e.topics) }
             let event = item["event"]
             for (eid, diff) in (event?["c"]?.objectValue ?? [:]).sorted(by: { $0.key < $1.key }) {
                 if let t = model.topics(changing: eid, by: diff) { out += model.sync(eid, t) }
             }
             for eid in event?["r"]?.arrayValue ?? [] { if let e = eid.stringValue { out += model.sync(e, nil) } }
             if let new = event?["data"]?["new_state"], let eid = new["entity_id"]?.stringValue { out += model.sync(eid, model.topics(full: new)) }
-            for s in item["result"]?.arrayValue ?? [] {
-                if let eid = s["entity_id"]?.stringValue { out += model.sync(eid, model.topics(full: s)) }
-            }
+            for e in s.states { out += model.sync(e.id, packed: e.topics) }
+            for eid in s.own { out += model.sync(eid, nil) }
         }
         return out
     }
