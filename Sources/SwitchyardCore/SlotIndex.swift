@@ -2,7 +2,8 @@
 /// mirror's entities): 4 bytes a position, at most three quarters full, linear probing, removal by
 /// backward shift (no tombstones). Where a Dictionary's table doubles past three quarters and holds its
 /// keys and values itself, this holds only slot numbers: the caller keeps the keys, hashes them and says
-/// whether a slot holds the key looked for.
+/// whether a slot holds the key looked for. `hashOf` must not capture the owner of the index (a closure
+/// over a struct's `self` holds a second reference to the table, and every write then copies it).
 package struct SlotIndex: Sendable {
     /// Slot + 1, 0 for empty.
     private var table: [UInt32] = []

@@ -37,7 +37,9 @@ package struct HAMirrorModel: Sendable {
         var keys: [String] { ids.indices.compactMap { values[$0].bytes.isEmpty && values[$0].long.isEmpty ? nil : ids[$0] } }
 
         static func hash(_ id: String) -> Int { id.hashValue }
-        private func hashOf(_ slot: UInt32) -> Int { Self.hash(ids[Int(slot)]) }
+        /// Over the ids alone (see `RetainedLedger.hashOf`: a closure over `self` would make the index copy
+        /// its table on every write).
+        private var hashOf: (UInt32) -> Int { { [ids] slot in Self.hash(ids[Int(slot)]) } }
         private func slot(_ id: String) -> UInt32? { index.find(hash: Self.hash(id)) { ids[Int($0)] == id } }
 
         subscript(id: String) -> Packed? {
