@@ -1,3 +1,4 @@
+import CMosquitto
 import Foundation
 import Logging
 import Testing
@@ -117,6 +118,17 @@ import SwitchyardTestSupport
 }
 
 @Suite struct ReconnectSettingsTests {
+    /// A publish that fails on the connection keeps its message for the reconnect; only the message's own
+    /// faults drop it.
+    @Test func aWriteErrorIsTheConnectionsNotTheMessages() {
+        for rc in [MOSQ_ERR_NO_CONN, MOSQ_ERR_CONN_LOST, MOSQ_ERR_ERRNO, MOSQ_ERR_KEEPALIVE, MOSQ_ERR_NOMEM] {
+            #expect(NetworkLoop.connectionLost(rc.rawValue), "\(rc)")
+        }
+        for rc in [MOSQ_ERR_INVAL, MOSQ_ERR_PAYLOAD_SIZE, MOSQ_ERR_MALFORMED_UTF8, MOSQ_ERR_OVERSIZE_PACKET, MOSQ_ERR_QOS_NOT_SUPPORTED] {
+            #expect(!NetworkLoop.connectionLost(rc.rawValue), "\(rc)")
+        }
+    }
+
     @Test func backoffIsBoundedExponentialWithJitter() {
         let s = MQTTSettings(clientID: "x", stateTopic: "t", reconnectMinDelay: 1, reconnectMaxDelay: 30)
         #expect(s.backoff(attempt: 0, random: 1) == 1)
