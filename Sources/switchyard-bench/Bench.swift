@@ -65,6 +65,7 @@ struct SwitchyardBench: AsyncParsableCommand {
             transform: { s in try s.split(separator: ",").map { guard let n = Int($0.trimmingCharacters(in: .whitespaces)), n > 0 else { throw ValidationError("bad device count '\($0)'") }; return n } })
     var scaleDevices: [Int] = [1_000, 10_000, 20_000]
     @Option(help: "Seconds of command and HA churn in each process of the scale scenario before reading memory.") var scaleChurnSeconds = 20.0
+    @Option(help: "Start-ups (and raw publishing runs) per size in the scale scenario; their medians make the ratio.") var scaleRepeats = 3
 
     /// `soak`: the demo's home under commands and a schedule of faults for `minutes`, invariants checked
     /// all along; exits non-zero on any breach.
