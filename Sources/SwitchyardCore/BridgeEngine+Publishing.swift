@@ -26,12 +26,24 @@ extension BridgeEngine {
         } else {
             emit(out)
         }
+        // New devices are announced after the adapter's next states (`report`, `update`), or by the
+        // supervisor right after this call if those do not come first.
+        if !slot.registry.pendingAnnouncements.isEmpty { controlQueue.yield(.announce(adapter: adapterID, generation: generation)) }
         settle(adapterID, generation)
+    }
+
+    /// What a listing left to announce, now.
+    func flushAnnouncements(_ adapterID: String, _ generation: UInt64) {
+        guard let slot = current(adapterID, generation), !slot.registry.pendingAnnouncements.isEmpty else { return }
+        var out: [RegistryOutput] = []
+        slot.registry.flushAnnouncements(into: &out)
+        emit(out)
     }
 
     func update(_ adapterID: String, _ generation: UInt64, _ deviceID: String, _ fields: [String: JSONValue]) {
         guard let slot = current(adapterID, generation), let p = slot.registry.update(deviceID, fields) else { return }
         publish(p)
+        flushAnnouncements(adapterID, generation)
     }
 
     func setAvailable(_ adapterID: String, _ generation: UInt64, _ deviceID: String, _ available: Bool) {
@@ -53,6 +65,7 @@ extension BridgeEngine {
             }
         }
         transport.publish(batch)
+        flushAnnouncements(adapterID, generation)
     }
 
     func setStatus(_ adapterID: String, _ generation: UInt64, _ status: AdapterStatus) {
@@ -184,6 +197,8 @@ extension BridgeEngine {
 
     /// Publications handed to the transport at a time by `report`.
     static let handOver = 256
+    /// The sweep starts once no more than this many messages wait for the broker.
+    static let sweepOutboxLimit = 100
 
     /// `bridge/info`, written when it is sent (its redacted config lists every configured device), after
     /// the states and availability waiting (`late`).
@@ -250,8 +265,24 @@ extension BridgeEngine {
     /// Starts the sweep of orphaned discovery configs once the broker is connected and every adapter has
     /// listed its devices (or given up): subscribes to the discovery configs, then publishes a sentinel
     /// that comes back after every retained config the broker sends for that subscription.
-    func maybeSweep() {
-        guard settings.discovery, connectedOnce, !stopped, case .waiting = sweep, slots.values.allSatisfy(\.settled) else { return }
+    /// Not while a start's burst is still going out (more than `sweepOutboxLimit` messages waiting): every
+    /// retained config under the discovery prefix (a restart's own 10 000, or other bridges') would come in
+    /// while the tree goes out; it waits, checking every half second (`deferred`).
+    func maybeSweep(deferred: Bool = false) {
+        switch sweep {
+        case .waiting: break
+        case .deferred: guard deferred else { return }
+        default: return
+        }
+        guard settings.discovery, connectedOnce, !stopped, slots.values.allSatisfy(\.settled) else {
+            if case .deferred = sweep { sweep = .waiting }
+            return
+        }
+        if transport.stats().outbox > Self.sweepOutboxLimit {
+            sweep = .deferred
+            controlQueue.yield(.sweep(after: 0.5))
+            return
+        }
         var bytes = [UInt8](repeating: 0, count: 8)
         for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255) }
         let nonce = bytes.hexString

@@ -151,6 +151,9 @@ public struct DeviceRegistry: Sendable {
     public private(set) var byName: [String: String] = [:]
     /// The adapter lists its devices from config (authoritative listings): a device it does not list is gone.
     public private(set) var listsFromConfig = false
+    /// New devices whose details, discovery, first availability and `device_added` are still to be made
+    /// (`flushAnnouncements`): a start's states go out before that work is even done.
+    private(set) var pendingAnnouncements: [String] = []
 
     public init(adapterID: String, scheme: TopicScheme, discovery: DiscoveryBuilder?, reservedPrefixes: [String]) {
         self.adapterID = adapterID
@@ -167,6 +170,7 @@ public struct DeviceRegistry: Sendable {
         r.byName = byName
         r.listsFromConfig = listsFromConfig
         r.shapes = shapes
+        r.pendingAnnouncements = pendingAnnouncements
         return r
     }
 
@@ -179,10 +183,13 @@ public struct DeviceRegistry: Sendable {
 
     /// A complete listing (design.md §7 in docs/design.md): `authoritative` listings (from config) remove
     /// missing devices at once, upstream listings only after a device is absent from 3 in a row. Returns
-    /// whether the device list changed. A new device's availability and `device_added` go in the `soon` lane,
-    /// its details and discovery `late`: on a start, the states the adapter reports next go out first.
+    /// whether the device list changed. A new device is named and recorded (with its first availability)
+    /// at once, and announced by `flushAnnouncements`, which the engine calls after the states the adapter
+    /// reports next (callgrind, a start with 10 000 devices: the announcements were 400 M instructions
+    /// before the first state). Anything still to announce is announced first.
     public mutating func setDevices(_ listed: [DeviceDescriptor], authoritative: Bool, available: [String: Bool],
                                     into out: inout [RegistryOutput]) -> Bool {
+        flushAnnouncements(into: &out)
         if authoritative { listsFromConfig = true }
         let listedIDs = Set(listed.map(\.id))
         var removed: [String] = []
@@ -218,17 +225,29 @@ public struct DeviceRegistry: Sendable {
                 devices[d.id] = rec
             } else {
                 if let w = assignment.warnings[d.id] { out.append(.log(.warning, "\(adapterID): \(w)")) }
-                let rec = Record(listing: Listing(d, name: name, context: context))
                 byName[name] = d.id
-                publishDetails(rec, lane: .late, into: &out)
-                announce(rec, replacing: nil, lane: .late, into: &out)
-                devices[d.id] = rec
-                if let p = setAvailable(d.id, available[d.id] ?? true, lane: .soon) { out.append(.publish(p)) }
-                out.append(.publish(event("device_added", ["adapter": adapterID, "id": d.id, "name": name], lane: .soon)))
+                devices[d.id] = Record(listing: Listing(d, name: name, context: context), available: available[d.id] ?? true)
+                pendingAnnouncements.append(d.id)
                 changed = true
             }
         }
         return changed
+    }
+
+    /// The new devices' announcements: details and discovery in the `late` lane, their availability as it is
+    /// now and `device_added` in the `soon` lane, in listing order. A device removed meanwhile is skipped.
+    public mutating func flushAnnouncements(into out: inout [RegistryOutput]) {
+        guard !pendingAnnouncements.isEmpty else { return }
+        let ids = pendingAnnouncements
+        pendingAnnouncements = []
+        out.reserveCapacity(out.count + ids.count * 4)
+        for id in ids {
+            guard let rec = devices[id] else { continue }
+            publishDetails(rec, lane: .late, into: &out)
+            announce(rec, replacing: nil, lane: .late, into: &out)
+            if let a = rec.available { out.append(.publish(availability(rec, a, lane: .soon))) }
+            out.append(.publish(event("device_added", ["adapter": adapterID, "id": id, "name": rec.name], lane: .soon)))
+        }
     }
 
     /// A rename publishes the new topics and clears the old state, availability and details; discovery
@@ -268,6 +287,7 @@ public struct DeviceRegistry: Sendable {
 
     /// Removes every device (the adapter left the config).
     public mutating func removeAll(reason: String, into out: inout [RegistryOutput]) {
+        flushAnnouncements(into: &out)
         for id in devices.keys.sorted() { remove(id, reason: reason, into: &out) }
     }
 
@@ -323,6 +343,7 @@ public struct DeviceRegistry: Sendable {
     /// Discovery, state and availability of every device again (HA birth, `republish`): the states and
     /// availability first, the configs after them (`late`).
     public mutating func republishAll(into out: inout [RegistryOutput]) {
+        flushAnnouncements(into: &out)
         for id in devices.keys.sorted() {
             var rec = devices[id]!
             announce(rec, replacing: nil, lane: .late, into: &out)

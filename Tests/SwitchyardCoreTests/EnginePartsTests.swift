@@ -82,8 +82,14 @@ struct Directory: InboundDirectory {
         var r = registry()
         var out: [RegistryOutput] = []
         #expect(r.setDevices([lamp()], authoritative: false, available: [:], into: &out))
+        // Recorded at once, announced when the engine asks (after the adapter's next states).
+        #expect(out.isEmpty && r.devices["lamp-1"]?.available == true)
+        r.flushAnnouncements(into: &out)
         #expect(topics(out) == ["b/bridge/devices/test/lamp", "homeassistant/light/switchyard_b_test_lamp-1/light/config",
                                 "b/test/lamp/availability", "b/bridge/event"])
+        out = []
+        r.flushAnnouncements(into: &out)
+        #expect(out.isEmpty)   // once
         // Listed again unchanged: nothing.
         out = []
         #expect(!r.setDevices([lamp()], authoritative: false, available: [:], into: &out))
@@ -92,6 +98,7 @@ struct Directory: InboundDirectory {
         var r2 = registry(discovery: false)
         out = []
         _ = r2.setDevices([lamp()], authoritative: false, available: ["lamp-1": false], into: &out)
+        r2.flushAnnouncements(into: &out)
         #expect(out.contains(.publish(Publication("b/test/lamp/availability", text: "offline", retain: true))))
         #expect(!out.contains(.publish(Publication("b/test/lamp/availability", text: "online", retain: true))))
     }
@@ -103,6 +110,7 @@ struct Directory: InboundDirectory {
         var r = registry()
         var out: [RegistryOutput] = []
         _ = r.setDevices([lamp()], authoritative: false, available: [:], into: &out)
+        r.flushAnnouncements(into: &out)
         let lanes = out.compactMap { if case .publish(let p) = $0 { return "\(p.topic) \(p.lane)" }; return nil }
         #expect(lanes == ["b/bridge/devices/test/lamp late", "homeassistant/light/switchyard_b_test_lamp-1/light/config late",
                           "b/test/lamp/availability soon", "b/bridge/event soon"])
@@ -201,6 +209,7 @@ struct Directory: InboundDirectory {
         var out: [RegistryOutput] = []
         _ = r.setDevices([lamp()], authoritative: false, available: [:], into: &out)
         _ = r.update("lamp-1", ["state": "ON"])
+        r.flushAnnouncements(into: &out)
         out = []
         _ = r.setDevices([lamp(name: "desk")], authoritative: false, available: [:], into: &out)
         let pubs = out.compactMap { if case .publish(let p) = $0 { return p }; return nil }
