@@ -78,12 +78,14 @@ struct SwitchyardBench: AsyncParsableCommand {
         if !report.breaches.isEmpty { throw ExitCode(1) }
     }
 
+    static let brokerConfig = "max_inflight_messages 100\nset_tcp_nodelay true"
+
     func run() async throws {
         let all = ["publish", "ha-mirror", "command-latency", "startup", "memory", "lifx-budget", "lifx-lan", "hostile", "reconnect", "scale"]
         if scenario == ["soak"] { return try await soak() }
         let chosen = scenario.isEmpty ? all : scenario
         for s in chosen where !all.contains(s) { throw ValidationError("unknown scenario '\(s)' (known: \(all.joined(separator: ", ")))") }
-        let broker = try await Broker.start(extraConfig: "max_inflight_messages 100\nset_tcp_nodelay true")
+        let broker = try await Broker.start(extraConfig: Self.brokerConfig)
         defer { broker.stop() }
         var figures: [Figure] = []
         let payload = #"{"brightness":42,"state":"ON"}"#

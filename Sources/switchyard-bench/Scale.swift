@@ -85,6 +85,15 @@ extension SwitchyardBench {
                           file: bridge.mb("RssFile", in: status), linkage: linkage)
     }
 
+    /// A broker of its own for one measurement (configured as the bench's): what an earlier process left
+    /// there (its retained tree, a persistent session still subscribed to every discovery config, which the
+    /// broker then queues for it) would make each later start-up slower than the one before.
+    func onFreshBroker<R>(_ body: (Int) async throws -> R) async throws -> R {
+        let broker = try await Broker.start(extraConfig: Self.brokerConfig)
+        defer { broker.stop() }
+        return try await body(broker.port)
+    }
+
     static func median(_ xs: [Double]) -> Double {
         let s = xs.sorted()
         return s.isEmpty ? 0 : s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
@@ -112,7 +121,7 @@ extension SwitchyardBench {
     /// The start-up ratio is of medians over `scaleRepeats` runs of each, in turn.
     func scaleFigures(port: Int) async throws -> [Figure] {
         var out: [Figure] = []
-        let idle = try await measureProcess(port: port, devices: 1, entities: 0, churn: scaleChurnSeconds)
+        let idle = try await onFreshBroker { try await measureProcess(port: $0, devices: 1, entities: 0, churn: scaleChurnSeconds) }
         out.append(Figure(scenario: "scale", name: "RssAnon, one light, after \(Int(scaleChurnSeconds)) s churn (\(idle.linkage))", value: idle.anon, unit: "MB"))
         for n in scaleDevices {
             let e = n * 5
@@ -120,12 +129,17 @@ extension SwitchyardBench {
             // moves either by half from one run to the next).
             var raws: [Double] = [], starts: [Double] = []
             for _ in 0..<max(1, scaleRepeats) {
-                raws.append(try await rawPublishMs(port: port, count: n, payload: lightStatePayload))
-                starts.append(try await measureProcess(port: port, devices: n, entities: 0, churn: 0).statesMs)
+                try await onFreshBroker { port in
+                    raws.append(try await rawPublishMs(port: port, count: n, payload: lightStatePayload))
+                    starts.append(try await measureProcess(port: port, devices: n, entities: 0, churn: 0).statesMs)
+                }
             }
             let raw = Self.median(raws), start = Self.median(starts)
-            let d = try await measureProcess(port: port, devices: n, entities: 0, churn: scaleChurnSeconds)
-            let c = try await measureProcess(port: port, devices: n, entities: e, churn: scaleChurnSeconds)
+            if ProcessInfo.processInfo.environment["SWITCHYARD_BENCH_VERBOSE"] != nil {
+                print("scale \(n): raw runs \(raws.map { Int($0) }) ms, start-up runs \(starts.map { Int($0) }) ms")
+            }
+            let d = try await onFreshBroker { try await measureProcess(port: $0, devices: n, entities: 0, churn: scaleChurnSeconds) }
+            let c = try await onFreshBroker { try await measureProcess(port: $0, devices: n, entities: e, churn: scaleChurnSeconds) }
             let perDevice = (d.anon - idle.anon) * 1_048_576 / Double(n)
             let perEntity = (c.anon - d.anon) * 1_048_576 / Double(e)
             out += [
