@@ -2,15 +2,18 @@
 APT_PACKAGES := mosquitto mosquitto-clients libmosquitto-dev libcurl4-openssl-dev libbluetooth-dev libyaml-dev pkg-config
 # What `make test` adds: the Nova end-to-end test boots a QEMU VM with a real kernel Bluetooth stack
 # and BlueZ's btvirt virtual controllers (scripts/blevm).
-TEST_PACKAGES := qemu-system-x86 busybox-static bluez bluez-test-tools python3-venv
+TEST_PACKAGES := qemu-system-x86 busybox-static bluez bluez-test-tools python3-venv chromium chromium-driver
 # The LIFX LAN tests' peer: lifx-emulator from PyPI, in a venv under .build (never committed).
 LIFX_EMULATOR := .build/lifx-venv/bin/lifx-emulator
+# The console's browser test (Tests/browser): selenium (driving Debian's chromium) and prometheus_client (a
+# real parser of /metrics) from PyPI, in a venv under .build. selenium 4.52 and later need a newer certifi.
+WEB_VENV := .build/web-venv/bin/python
 MQTT_HOST    ?= 127.0.0.1
 MQTT_PORT    ?= 1883
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS  ?=
 
-.PHONY: run test build deps broker release bench soak symbol-order fuzz sanitize sanitize-address sanitize-thread install clean
+.PHONY: run test test-unit build deps broker release bench soak symbol-order fuzz sanitize sanitize-address sanitize-thread install clean
 
 ## Install the system packages that are missing (apt).
 deps:
@@ -42,9 +45,16 @@ run: build broker
 ## The Nova VM test runs on its own afterwards: its emulated CPUs would slow the others down.
 test:
 	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(TEST_PACKAGES)"
-	@$(MAKE) --no-print-directory $(LIFX_EMULATOR)
+	@$(MAKE) --no-print-directory $(LIFX_EMULATOR) $(WEB_VENV)
 	swift test $(SWIFT_FLAGS) --skip NovaVMTests
 	swift test $(SWIFT_FLAGS) --filter NovaVMTests
+
+## The unit tier: every test that needs no broker, emulator or VM (docs/testing.md "Two tiers"). The suites
+## that do are listed in Tests/integration-suites.txt; in this tier a test that starts a broker fails.
+INTEGRATION_SUITES := $(shell sed -e 's/\#.*//' Tests/integration-suites.txt)
+test-unit: deps
+	swift build --build-tests $(SWIFT_FLAGS)
+	SWITCHYARD_TEST_TIER=unit swift test --skip-build $(SWIFT_FLAGS) $(foreach s,$(INTEGRATION_SUITES),--skip '\.$(s)/')
 
 ## The binary to deploy: the Swift runtime and Foundation linked in, so it needs no Swift toolchain on the
 ## target and maps about 5 MB less. Built apart from the debug/test build: .build/static/release/switchyard.
@@ -70,7 +80,7 @@ symbol-order: release
 	swift build -c release $(RELEASE_FLAGS) --product switchyard-sim --scratch-path .build/static
 	scripts/symbol-order.sh
 
-## The benchmarks (README "Benchmarks"), run against the binary `make release` builds. BENCH_ARGS, e.g.
+## The benchmarks (docs/performance.md), run against the binary `make release` builds. BENCH_ARGS, e.g.
 ## BENCH_ARGS="--scenario memory --json".
 bench: release
 	swift build -c release --product switchyard-bench
@@ -87,6 +97,9 @@ soak: deps
 
 $(LIFX_EMULATOR):
 	python3 -m venv .build/lifx-venv && .build/lifx-venv/bin/pip install -q lifx-emulator==4.11.0
+
+$(WEB_VENV):
+	python3 -m venv .build/web-venv && .build/web-venv/bin/pip install -q "selenium==4.51.0" "prometheus_client==0.26.0"
 
 ## Installs the bridge: the binary of `make release` (or BIN=path), the systemd unit (its ExecStart pointing
 ## at $(PREFIX)/bin), the example config as /etc/switchyard/config.yaml unless one exists (and always as
@@ -107,7 +120,7 @@ install:
 	chmod 0644 $(DESTDIR)$(UNITDIR)/switchyard.service
 
 ## Every fuzz target under libFuzzer + AddressSanitizer, FUZZ_SECONDS each (default 60); crashes are
-## kept in .build/fuzz-crashes/ (README "Fuzzing"). E.g. `make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS="ha json"`.
+## kept in .build/fuzz-crashes/ (docs/testing.md "Fuzzing"). E.g. `make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS="ha json"`.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 fuzz: deps
@@ -118,14 +131,14 @@ fuzz: deps
 ## build directory so that the debug build stays as it is. CI runs it after `make test` (docs/testing.md).
 sanitize-address:
 	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(TEST_PACKAGES)"
-	@$(MAKE) --no-print-directory $(LIFX_EMULATOR)
+	@$(MAKE) --no-print-directory $(LIFX_EMULATOR) $(WEB_VENV)
 	SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/sanitizers/lsan.supp \
 	  swift test --sanitize=address --scratch-path .build/asan --skip NovaVMTests
 
 ## The same under ThreadSanitizer, which must report nothing (the first report stops the run).
 sanitize-thread:
 	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(TEST_PACKAGES)"
-	@$(MAKE) --no-print-directory $(LIFX_EMULATOR)
+	@$(MAKE) --no-print-directory $(LIFX_EMULATOR) $(WEB_VENV)
 	SWIFT_BACKTRACE=enable=no TSAN_OPTIONS=halt_on_error=1 swift test --sanitize=thread --scratch-path .build/tsan --skip NovaVMTests
 
 sanitize: sanitize-address sanitize-thread

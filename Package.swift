@@ -8,8 +8,9 @@ let strict: [SwiftSetting] = [
 
 /// One upstream = one folder, `Sources/Upstreams/<Folder>`: its adapter target in `Adapter/` (which also
 /// registers it: config section, secrets, restart rule, the adapter itself) and, when it has one, the
-/// loopback simulator that plays it in tests and the demo in `Simulators/`. Nothing outside the folder
-/// depends on the adapter but the registration list (SwitchyardCLI), the demo and the tests.
+/// loopback simulator that plays it in tests and the demo in `Simulators/`. Outside the folder only the
+/// registration list (SwitchyardCLI), the demo and its executable, the fuzz targets, the soak run and the
+/// tests depend on the adapter (docs/architecture.md "Adding an upstream"; ArchitecturePageTests checks it).
 func upstream(_ folder: String, adapter: String, simulators: String? = nil,
               dependencies: [Target.Dependency] = [], simulatorDependencies: [Target.Dependency] = []) -> [Target] {
     var targets: [Target] = [
@@ -39,6 +40,14 @@ let package = Package(
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
         .package(url: "https://github.com/hummingbird-project/swift-websocket", from: "1.6.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        // The operator console (docs/console.md). Hummingbird without its default traits: no swift-configuration
+        // and no full Foundation (FoundationEssentials only, like the rest of the daemon).
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // C libraries: module maps and tiny shims (CCurl also loads libcurl on first use).
@@ -89,9 +98,24 @@ let package = Package(
                simulatorDependencies: ["NovaAdapter", "CBluetooth"])
     + upstream("Virtual", adapter: "VirtualAdapter")
     + [
+        // The operator console: the page, /metrics, /livez and /readyz over Hummingbird, as one Service.
+        .target(name: "SwitchyardWeb", dependencies: [
+            "SwitchyardCore", "SwitchyardConfig",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdCore", package: "hummingbird"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
+            .product(name: "HummingbirdTLS", package: "hummingbird"),
+            .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "CoreMetrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ], resources: [.embedInCode("Page/index.html"), .embedInCode("Page/console.css"), .embedInCode("Page/console.js")], swiftSettings: strict),
         // Wiring: config -> transport + engine + adapters as Services under one ServiceGroup. Knows no adapter.
         .target(name: "SwitchyardRuntime", dependencies: [
-            "CMalloc", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig",
+            "CMalloc", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardWeb",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strict),
@@ -123,29 +147,46 @@ let package = Package(
         // The soak run: the demo's home for minutes or hours under commands, reloads, broker restarts and
         // upstream outages, with a checker holding the invariants (docs/testing.md).
         .target(name: "SwitchyardSoak", dependencies: [
-            "SwitchyardDemo", "SwitchyardTestSupport", "SwitchyardCore", "LivecodingAdapter", "LIFXSimulators",
+            "SwitchyardDemo", "SwitchyardTestSupport", "SwitchyardCore", "LivecodingAdapter", "LIFXSimulators", "SwitchyardWebTesting",
+            .product(name: "HTTPTypes", package: "swift-http-types"),
         ], path: "Tests/SwitchyardSoak", swiftSettings: strict),
 
         // Benchmarks: figures as ratios to raw libmosquitto measured in the same run (`swift run -c release switchyard-bench`).
         // Adapters are built from YAML through the registration list, like the daemon builds them.
         .executableTarget(name: "switchyard-bench", dependencies: [
             "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardCLI", "SwitchyardTestSupport", "CMosquitto",
-            "LIFXSimulators", "HomeAssistantSimulators", "SwitchyardSoak",
+            "LIFXSimulators", "HomeAssistantSimulators", "SwitchyardSoak", "SwitchyardWebTesting",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
 
-        // Test helpers shared by every test target: broker launcher, free port, MQTT probe, the in-process bridge.
         // Fuzz targets for every parser of outside bytes, and the libFuzzer / replay program (`make fuzz`).
         .target(name: "SwitchyardFuzz", dependencies: [
             "SwitchyardCore", "SwitchyardConfig", "SwitchyardCLI", "HomeAssistantMirror", "ImpAdapter", "LIFXAdapter", "NovaAdapter",
         ], swiftSettings: strict),
         .executableTarget(name: "switchyard-fuzz", dependencies: ["SwitchyardFuzz"], swiftSettings: strict),
+        // Test helpers shared by every test target: broker launcher, free port, MQTT probe, the bridge in-process
+        // over a broker or over the in-memory transport, a scripted adapter.
+        // Which test runs in which tier (`make test-unit`, `make test`): docs/testing.md "Two tiers".
         .target(name: "SwitchyardTestSupport", dependencies: [
             "SwitchyardCore", "SwitchyardMQTT", "CMosquitto",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Tests/SwitchyardTestSupport", swiftSettings: strict),
-        .testTarget(name: "SwitchyardCoreTests", dependencies: ["SwitchyardCore", "SwitchyardTestSupport"], swiftSettings: strict),
+        // What the console's tests, the bench and the soak use to talk to it: a page's WebSocket, plain HTTP, the bridge process.
+        .target(name: "SwitchyardWebTesting", dependencies: [
+            "SwitchyardCore", "SwitchyardTestSupport",
+            .product(name: "WSClient", package: "swift-websocket"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
+            .product(name: "Logging", package: "swift-log"),
+        ], path: "Tests/SwitchyardWebTesting", swiftSettings: strict),
+        .testTarget(name: "SwitchyardWebTests", dependencies: [
+            "SwitchyardWeb", "SwitchyardWebTesting", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardConfig", "SwitchyardCLI",
+        ], swiftSettings: strict),
+        .testTarget(name: "SwitchyardCoreTests", dependencies: [
+            "SwitchyardCore", "SwitchyardTestSupport",
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
+        .testTarget(name: "SwitchyardMQTTTests", dependencies: ["SwitchyardMQTT", "SwitchyardCore", "CMosquitto"], swiftSettings: strict),
         .testTarget(name: "SwitchyardConfigTests", dependencies: ["SwitchyardConfig", "SwitchyardCore", "SwitchyardCLI", "ImpAdapter",
                                                                   "LivecodingAdapter", "HomeAssistantMirror", "LIFXAdapter", "NovaAdapter",
                                                                   "VirtualAdapter"],
@@ -164,6 +205,7 @@ let package = Package(
         .testTarget(name: "LivecodingTests", dependencies: [
             "LivecodingAdapter", "LivecodingSimulators", "SwitchyardConfig", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardHTTP",
         ], swiftSettings: strict),
+        .testTarget(name: "VirtualTests", dependencies: ["VirtualAdapter", "SwitchyardTestSupport", "SwitchyardCore"], swiftSettings: strict),
         .testTarget(name: "LIFXTests", dependencies: [
             "LIFXAdapter", "LIFXSimulators", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardMQTT",
             .product(name: "Logging", package: "swift-log"),

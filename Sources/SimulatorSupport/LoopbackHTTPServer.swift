@@ -133,7 +133,7 @@ public struct ErrorsToStderr: FlyingSocks.Logging {
 
 /// A reference filled in once its object exists: route handlers are registered before the server or
 /// simulator that answers them is built. Weak: the object owns the server whose handlers hold this, and
-/// a strong reference would make that a cycle that outlives the simulator (LeakSanitizer found it).
+/// a strong reference would make that a cycle that outlives the simulator (LeakSanitizer reports it).
 public final class LateRef<T: AnyObject & Sendable>: Sendable {
     struct Weak { weak var object: T? }
     let ref = Locked(Weak())

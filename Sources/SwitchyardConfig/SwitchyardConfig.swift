@@ -66,6 +66,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
     public var mqtt = MQTT()
     public var homeassistant = HomeAssistant()
     public var healthInterval = 60.0
+    public var web = Web()
     /// Every upstream section present in the file, in the order of the registration list.
     public var upstreams: [ConfiguredUpstream] = []
     /// The effective config for bridge/info, every secret replaced by "***" (derived from the reading).
@@ -77,7 +78,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
 
     public static func == (a: SwitchyardConfig, b: SwitchyardConfig) -> Bool {
         a.file == b.file && a.stateDir == b.stateDir && a.log == b.log && a.mqtt == b.mqtt && a.homeassistant == b.homeassistant
-            && a.healthInterval == b.healthInterval && a.upstreams.count == b.upstreams.count
+            && a.healthInterval == b.healthInterval && a.web == b.web && a.upstreams.count == b.upstreams.count
             && zip(a.upstreams, b.upstreams).allSatisfy { $0.isSame(as: $1) }
     }
 
@@ -135,6 +136,8 @@ public struct SwitchyardConfig: Sendable, Equatable {
         let health = top.section("health")
         c.healthInterval = health.double("interval", 60, min: 1, max: 86_400)
         health.finish()
+
+        readWeb(top.section("web"), into: &c.web)
 
         let bridge = BridgeConfigContext(baseTopic: c.mqtt.baseTopic, stateDir: c.stateDir)
         for u in upstreams where top.has(u.key) {

@@ -33,7 +33,8 @@ public struct AuthorizationOptions: Sendable {
 public protocol Upstream: Sendable {
     associatedtype Settings: Sendable & Equatable
 
-    /// The config key, which is also the adapter's id and topic segment (`lifx` → `<base>/lifx/…`).
+    /// The config key, which is also the adapter's id and topic segment (`lifx` → `<base>/lifx/…`): return
+    /// the adapter type's `id` (`LIFXAdapter.id`), so that it is written once.
     var key: String { get }
 
     /// Keys of the section that hold secrets (paths relative to it; a list's items without their

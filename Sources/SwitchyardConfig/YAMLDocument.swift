@@ -36,8 +36,8 @@ struct YAMLSyntaxError: Error, Sendable {
 
 /// Composes the single document of a YAML text into nodes over libyaml's event parser (the system
 /// library): YAML 1.1 as libyaml reads it, with duplicate mapping keys and a second document reported
-/// as errors. Nothing here goes through Foundation: a config read at start-up used to pull in Yams's
-/// NSRegularExpression-based tag resolver, and with it ICU's regex engine and data, for good.
+/// as errors. Nothing here goes through Foundation: a tag resolver built on NSRegularExpression (as
+/// Yams's is) would map ICU's regex engine and data into the daemon for good, for one read at start-up.
 enum YAMLDocument {
     static func compose(_ text: String) throws(YAMLSyntaxError) -> YAMLNode? {
         var parser = yaml_parser_t()

@@ -2,7 +2,8 @@
 /// publishes and never parses an MQTT payload: it declares devices and capabilities, receives typed,
 /// already-validated commands, and reports state and availability through its `AdapterContext`.
 public protocol Adapter: Sendable {
-    /// The topic segment and config key: `lifx`, `nova`, `imp`, `virtual`.
+    /// The topic segment and config key: `lifx`, `nova`, `imp`, `virtual`. Written once, as the adapter
+    /// type's `static let id`, which its `Upstream.key` returns too.
     var id: String { get }
     /// Name prefixes the adapter uses as namespaces (`group/`), refused for device names.
     var reservedPrefixes: [String] { get }
@@ -40,8 +41,18 @@ public protocol MirrorAdapter: Adapter {
 /// The outcome of an accepted command, still to come.
 public struct PendingCommand: Sendable {
     public let wait: @Sendable () async throws -> Void
-    public init(_ wait: @escaping @Sendable () async throws -> Void) { self.wait = wait }
-    public static let done = PendingCommand {}
+    /// Carried out already (`done`): the core does not wait on it.
+    let isDone: Bool
+    public init(_ wait: @escaping @Sendable () async throws -> Void) {
+        self.wait = wait
+        isDone = false
+    }
+    private init(done: Void) {
+        wait = {}
+        isDone = true
+    }
+    /// A command carried out by the time `accept` returned (what the default `accept` gives).
+    public static let done = PendingCommand(done: ())
 }
 
 extension Adapter {

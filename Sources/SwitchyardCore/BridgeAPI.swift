@@ -63,13 +63,13 @@ extension BridgeEngine {
     func handleRequest(path: String, payload: [UInt8]) {
         // Only an adapter's own requests read the body; the bridge's read the transaction alone.
         let parts = path.split(separator: "/", maxSplits: 1)
-        switch BridgeAPI.parse(payload, body: parts.count == 2 && slots[String(parts[0])] != nil) {
+        switch BridgeAPI.parse(payload, body: parts.count == 2 && entries[String(parts[0])] != nil) {
         case .failure(let e):
             respond(path, .failure(e), transaction: nil)
             reportError(e.message, topic: scheme.bridge("request/\(path)"), transaction: nil, resultTopic: nil)
         case .success(let (body, transaction)):
             // Answered by a child of `run`: a request that waits on an adapter holds up nothing else.
-            if case .terminated = controlQueue.yield(.request(path: path, body: body, transaction: transaction)) {
+            if case .terminated = childJobQueue.yield(.request(path: path, body: body, transaction: transaction)) {
                 respond(path, .failure(AdapterError("the bridge is stopping")), transaction: transaction)
             }
         }
@@ -100,12 +100,12 @@ extension BridgeEngine {
             return ["healthy": true, "uptime": .number(uptime)]
         case "devices/refresh":
             var refreshed: [JSONValue] = []
-            for id in slotOrder {
-                guard let slot = slots[id] else { continue }
-                try await slot.adapter.refreshAll(context: slot.hosted.context)
+            for id in adapterOrder {
+                guard let entry = entries[id] else { continue }
+                try await entry.adapter.refreshAll(context: entry.hosted.context)
                 refreshed.append(.string(id))
             }
-            return ["adapters": .array(refreshed), "devices": JSONValue(slots.values.reduce(0) { $0 + $1.registry.devices.count })]
+            return ["adapters": .array(refreshed), "devices": JSONValue(entries.values.reduce(0) { $0 + $1.registry.devices.count })]
         case "config/reload":
             guard let reloader else { throw AdapterError("config reload is not available") }
             return try await reloader()
@@ -114,8 +114,8 @@ extension BridgeEngine {
             return ["republished": true]
         default:
             let parts = path.split(separator: "/", maxSplits: 1).map(String.init)
-            if parts.count == 2, let slot = slots[parts[0]],
-               let data = try await slot.adapter.request(path: parts[1], payload: body, context: slot.hosted.context) {
+            if parts.count == 2, let entry = entries[parts[0]],
+               let data = try await entry.adapter.request(path: parts[1], payload: body, context: entry.hosted.context) {
                 return data
             }
             throw AdapterError("unknown request '\(path)' (known: \(BridgeAPI.known.joined(separator: ", ")))")

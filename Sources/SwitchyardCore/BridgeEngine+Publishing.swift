@@ -9,17 +9,17 @@ import Logging
 extension BridgeEngine {
     // MARK: from adapters (each call names the adapter instance it comes from: a stopped one is ignored)
 
-    /// The slot of this adapter instance, while it is the running one and the engine is not stopping.
-    func current(_ adapterID: String, _ generation: UInt64) -> Slot? {
-        guard let slot = slots[adapterID], slot.generation == generation, !slot.stopping, !stopped else { return nil }
-        return slot
+    /// The entry of this adapter instance, while it is the running one and the engine is not stopping.
+    func current(_ adapterID: String, _ generation: UInt64) -> AdapterEntry? {
+        guard let entry = entries[adapterID], entry.generation == generation, !entry.stopping, !stopped else { return nil }
+        return entry
     }
 
     func setDevices(_ adapterID: String, _ generation: UInt64, _ listed: [DeviceDescriptor], authoritative: Bool,
                     available: [String: Bool]) {
-        guard let slot = current(adapterID, generation) else { return }
+        guard let entry = current(adapterID, generation) else { return }
         var out: [RegistryOutput] = []
-        if slot.registry.setDevices(listed, authoritative: authoritative, available: available, into: &out) {
+        if entry.registry.setDevices(listed, authoritative: authoritative, available: available, into: &out) {
             emit(out)
             publishDeviceList()
             updateSubscriptions()
@@ -28,37 +28,37 @@ extension BridgeEngine {
         }
         // New devices are announced after the adapter's next states (`report`, `update`), or by the
         // supervisor right after this call if those do not come first.
-        if !slot.registry.pendingAnnouncements.isEmpty { controlQueue.yield(.announce(adapter: adapterID, generation: generation)) }
+        if !entry.registry.pendingAnnouncements.isEmpty { childJobQueue.yield(.announce(adapter: adapterID, generation: generation)) }
         settle(adapterID, generation)
     }
 
     /// What a listing left to announce, now.
     func flushAnnouncements(_ adapterID: String, _ generation: UInt64) {
-        guard let slot = current(adapterID, generation), !slot.registry.pendingAnnouncements.isEmpty else { return }
+        guard let entry = current(adapterID, generation), !entry.registry.pendingAnnouncements.isEmpty else { return }
         var out: [RegistryOutput] = []
-        slot.registry.flushAnnouncements(into: &out)
+        entry.registry.flushAnnouncements(into: &out)
         emit(out)
     }
 
     func update(_ adapterID: String, _ generation: UInt64, _ deviceID: String, _ fields: [String: JSONValue]) {
-        guard let slot = current(adapterID, generation), let p = slot.registry.update(deviceID, fields) else { return }
+        guard let entry = current(adapterID, generation), let p = entry.registry.update(deviceID, fields) else { return }
         publish(p)
         flushAnnouncements(adapterID, generation)
     }
 
     func setAvailable(_ adapterID: String, _ generation: UInt64, _ deviceID: String, _ available: Bool) {
-        guard let slot = current(adapterID, generation), let p = slot.registry.setAvailable(deviceID, available) else { return }
+        guard let entry = current(adapterID, generation), let p = entry.registry.setAvailable(deviceID, available) else { return }
         publish(p)
     }
 
     func report(_ adapterID: String, _ generation: UInt64, _ reports: [DeviceReport]) {
-        guard let slot = current(adapterID, generation) else { return }
+        guard let entry = current(adapterID, generation) else { return }
         // Handed over a few hundred at a time: the network thread sends the first while the rest are made.
         var batch: [Publication] = []
         batch.reserveCapacity(min(reports.count, Self.handOver))
         for r in reports {
-            if !r.fields.isEmpty, let p = slot.registry.update(r.deviceID, r.fields) { batch.append(p) }
-            if let a = r.available, let p = slot.registry.setAvailable(r.deviceID, a) { batch.append(p) }
+            if !r.fields.isEmpty, let p = entry.registry.update(r.deviceID, r.fields) { batch.append(p) }
+            if let a = r.available, let p = entry.registry.setAvailable(r.deviceID, a) { batch.append(p) }
             if batch.count >= Self.handOver {
                 transport.publish(batch)
                 batch.removeAll(keepingCapacity: true)
@@ -69,9 +69,9 @@ extension BridgeEngine {
     }
 
     func setStatus(_ adapterID: String, _ generation: UInt64, _ status: AdapterStatus) {
-        guard let slot = current(adapterID, generation), slot.status != status else { return }
-        let was = slot.status
-        slot.status = status
+        guard let entry = current(adapterID, generation), entry.status != status else { return }
+        let was = entry.status
+        entry.status = status
         if case .error(let r) = status {
             log(.error, "\(adapterID): \(r)", metadata: ["adapter": "\(adapterID)"])
             publishEvent("adapter_error", ["adapter": .string(adapterID), "error": .string(r)])
@@ -84,9 +84,9 @@ extension BridgeEngine {
     }
 
     func recordRequest(_ adapterID: String, _ generation: UInt64, error: String?) {
-        guard let slot = current(adapterID, generation) else { return }
-        slot.requests += 1
-        if let error { slot.errors += 1; slot.lastError = error } else { slot.lastOK = Date() }
+        guard let entry = current(adapterID, generation) else { return }
+        entry.requests += 1
+        if let error { entry.errors += 1; entry.lastError = error } else { entry.lastOK = Date() }
     }
 
     func mirrorPublish(_ adapterID: String, _ generation: UInt64, _ messages: [MirrorMessage]) {
@@ -96,8 +96,8 @@ extension BridgeEngine {
     }
 
     func setMirrorAvailable(_ adapterID: String, _ generation: UInt64, _ available: Bool) {
-        guard let slot = current(adapterID, generation), slot.mirrorAvailable != available else { return }
-        slot.mirrorAvailable = available
+        guard let entry = current(adapterID, generation), entry.mirrorAvailable != available else { return }
+        entry.mirrorAvailable = available
         transport.publish("\(scheme.base)/\(adapterID)/availability", available ? "online" : "offline", qos: 1, retain: true)
     }
 
@@ -106,10 +106,10 @@ extension BridgeEngine {
     }
 
     func adapterLog(_ adapterID: String, _ generation: UInt64, _ level: BridgeLogLevel, _ message: String, deviceID: String?) {
-        guard let slot = current(adapterID, generation) else { return }
+        guard let entry = current(adapterID, generation) else { return }
         var topic: String?
         var meta: Logger.Metadata = ["adapter": "\(adapterID)"]
-        if let deviceID, let rec = slot.registry.devices[deviceID] {
+        if let deviceID, let rec = entry.registry.devices[deviceID] {
             topic = scheme.device(adapter: adapterID, name: rec.name)
             meta["device"] = "\(rec.name)"
         }
@@ -122,7 +122,7 @@ extension BridgeEngine {
     }
 
     func currentState(_ adapterID: String, _ deviceID: String) -> [String: JSONValue]? {
-        slots[adapterID]?.registry.devices[deviceID]?.state
+        entries[adapterID]?.registry.devices[deviceID]?.state
     }
 
     // MARK: publishing
@@ -158,7 +158,7 @@ extension BridgeEngine {
                 errorWindow = (w.start, w.logged + 1, w.suppressed)
                 log(.error, message, topic: topic)
             } else {
-                if w.suppressed == 0 { controlQueue.yield(.summariseSuppressed(after: 1 - (now - w.start).seconds)) }
+                if w.suppressed == 0 { childJobQueue.yield(.summariseSuppressed(after: 1 - (now - w.start).seconds)) }
                 errorWindow = (w.start, w.logged, w.suppressed + 1)
                 Bounds.hit("error_logs")
             }
@@ -204,7 +204,7 @@ extension BridgeEngine {
     /// the states and availability waiting (`late`).
     func publishInfo() {
         var adapters: [String: JSONValue] = [:]
-        for id in slotOrder { adapters[id] = .string(slots[id]!.status.description) }
+        for id in adapterOrder { adapters[id] = .string(entries[id]!.status.description) }
         let source = InfoSource(info: info, adapters: adapters, version: settings.version, startedAt: startedAt)
         publish(Publication(scheme.bridge("info"), body: .source(source), retain: true, lane: .late))
     }
@@ -231,13 +231,13 @@ extension BridgeEngine {
 
     /// `bridge/devices`, written when it is sent, after the states and availability waiting (`late`).
     func publishDeviceList() {
-        let list = DeviceRegistry.DeviceList(slotOrder.compactMap { slots[$0]?.registry.listings })
+        let list = DeviceRegistry.DeviceList(adapterOrder.compactMap { entries[$0]?.registry.listings })
         publish(Publication(scheme.bridge("devices"), body: .source(list), retain: true, lane: .late))
     }
 
     func scheduleReannounce() {
         reannounceGeneration += 1
-        controlQueue.yield(.reannounce(generation: reannounceGeneration, delay: Double.random(in: settings.reannounceDelay)))
+        childJobQueue.yield(.reannounce(generation: reannounceGeneration, delay: Double.random(in: settings.reannounceDelay)))
     }
 
     /// Only the latest `homeassistant/status` online re-announces (several in a row announce once).
@@ -250,7 +250,7 @@ extension BridgeEngine {
     /// what an earlier announcement had and this one has not (a removed adapter) is cleared.
     func announceBridge() {
         guard settings.discovery else { return }
-        let entries = discovery.bridgeEntries(adapters: slotOrder)
+        let entries = discovery.bridgeEntries(adapters: adapterOrder)
         let topics = entries.map(\.topic)
         for stale in bridgeDiscoveryTopics where !topics.contains(stale) { transport.publish(stale, [], qos: 1, retain: true) }
         transport.publish(entries.map { Publication($0.topic, json: $0.payload, retain: true, lane: .late) })
@@ -274,13 +274,13 @@ extension BridgeEngine {
         case .deferred: guard deferred else { return }
         default: return
         }
-        guard settings.discovery, connectedOnce, !stopped, slots.values.allSatisfy(\.settled) else {
+        guard settings.discovery, connectedOnce, !stopped, entries.values.allSatisfy(\.settled) else {
             if case .deferred = sweep { sweep = .waiting }
             return
         }
         if transport.stats().outbox > Self.sweepOutboxLimit {
             sweep = .deferred
-            controlQueue.yield(.sweep(after: 0.5))
+            childJobQueue.yield(.sweep(after: 0.5))
             return
         }
         var bytes = [UInt8](repeating: 0, count: 8)
@@ -300,9 +300,9 @@ extension BridgeEngine {
             updateSubscriptions(force: true)
             let current = DiscoverySweep.Current(
                 bridgeNode: discovery.bridgeNode, bridgeTopics: Set(bridgeDiscoveryTopics),
-                adapters: Dictionary(slotOrder.compactMap { id in
-                    slots[id].map { slot -> (String, (topics: (String) -> Set<String>?, complete: Bool)) in
-                        (Naming.normaliseID(id), (slot.registry.discoveryTopicsByNode, slot.registry.listsFromConfig))
+                adapters: Dictionary(adapterOrder.compactMap { id in
+                    entries[id].map { entry -> (String, (topics: (String) -> Set<String>?, complete: Bool)) in
+                        (Naming.normaliseID(id), (entry.registry.discoveryTopicsByNode, entry.registry.listsFromConfig))
                     }
                 }, uniquingKeysWith: { a, _ in a }))
             let orphans = found.filter { discoverySweep.isOrphan($0, current: current) }.sorted()
@@ -321,10 +321,10 @@ extension BridgeEngine {
     /// Re-announces discovery, state and availability of every device (HA birth, `republish` request).
     func republishAll() {
         announceBridge()
-        for id in slotOrder {
-            guard let slot = slots[id] else { continue }
+        for id in adapterOrder {
+            guard let entry = entries[id] else { continue }
             var out: [RegistryOutput] = []
-            slot.registry.republishAll(into: &out)
+            entry.registry.republishAll(into: &out)
             emit(out)
         }
     }
@@ -333,25 +333,25 @@ extension BridgeEngine {
 
     public func publishHealth() {
         var adapters: [String: JSONValue] = [:]
-        for id in slotOrder {
-            let slot = slots[id]!
-            var entry: [String: JSONValue] = slot.metrics
-            entry["status"] = .string(slot.status.description)
-            entry["devices"] = JSONValue(slot.registry.devices.count)
-            entry["requests"] = JSONValue(slot.requests)
-            entry["errors"] = JSONValue(slot.errors)
-            entry["last_error"] = slot.lastError.map(JSONValue.string) ?? .null
-            entry["last_ok"] = slot.lastOK.map { .string(Timestamp.rfc3339($0)) } ?? .null
+        for id in adapterOrder {
+            let a = entries[id]!
+            var entry: [String: JSONValue] = a.metrics
+            entry["status"] = .string(a.status.description)
+            entry["devices"] = JSONValue(a.registry.devices.count)
+            entry["requests"] = JSONValue(a.requests)
+            entry["errors"] = JSONValue(a.errors)
+            entry["last_error"] = a.lastError.map(JSONValue.string) ?? .null
+            entry["last_ok"] = a.lastOK.map { .string(Timestamp.rfc3339($0)) } ?? .null
             adapters[id] = .object(entry)
         }
         let health = BridgeAPI.health(uptime: uptime, rss: ProcessStats.residentBytes(), transport: transport.stats(), adapters: adapters,
-                                      limits: Bounds.snapshot)
+                                      limits: bounds.snapshot)
         transport.publish(scheme.bridge("health"), json: health, qos: 1, retain: true)
     }
 
     func updateSubscriptions(force: Bool = false) {
         var depths: Set<Int> = [1, 2]
-        for slot in slots.values { depths.formUnion(slot.registry.nameDepths) }
+        for entry in entries.values { depths.formUnion(entry.registry.nameDepths) }
         guard force || depths != subscribedDepths else { return }
         subscribedDepths = depths
         var filters = scheme.commandFilters(depths: depths)

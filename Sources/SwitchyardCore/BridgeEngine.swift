@@ -9,52 +9,6 @@ import Glibc
 import Logging
 import Synchronization
 
-public struct EngineSettings: Sendable {
-    public var scheme: TopicScheme
-    public var discovery: Bool
-    public var version: String
-    /// Commands older than this (when their age is known) are dropped.
-    public var commandMaxAge: TimeInterval
-    public var maxPayload: Int
-    public var healthInterval: TimeInterval
-    public var commandQueueLimit: Int
-    /// The same bound in bytes (fields, mirror payloads, topics).
-    public var commandQueueBytes: Int
-    /// Delay before re-announcing after `homeassistant/status` = online.
-    public var reannounceDelay: ClosedRange<Double>
-    /// Commands for devices an adapter has not listed yet are held this long after it starts (until its
-    /// first listing); then they are refused as unknown.
-    public var settleTimeout: Double
-    /// At most this many held commands, and this many payload bytes, per adapter.
-    public var heldLimit: Int
-    public var heldBytesLimit: Int
-    /// When an adapter is replaced (a reload), the commands already queued for it are carried out by it
-    /// for at most this long before it is stopped; commands that arrive meanwhile wait for the new one.
-    public var drainTimeout: Double
-    /// `origin.support_url` in discovery (`homeassistant.support_url`); none by default.
-    public var supportURL: String?
-
-    public init(scheme: TopicScheme, discovery: Bool = true, version: String, commandMaxAge: TimeInterval = 30,
-                maxPayload: Int = 256 * 1024, healthInterval: TimeInterval = 60, commandQueueLimit: Int = 1000, commandQueueBytes: Int = 4 << 20,
-                reannounceDelay: ClosedRange<Double> = 0.5...3, settleTimeout: Double = 15, heldLimit: Int = 1000,
-                heldBytesLimit: Int = 1 << 20, drainTimeout: Double = 5, supportURL: String? = nil) {
-        self.scheme = scheme
-        self.discovery = discovery
-        self.version = version
-        self.commandMaxAge = commandMaxAge
-        self.maxPayload = maxPayload
-        self.healthInterval = healthInterval
-        self.commandQueueLimit = commandQueueLimit
-        self.commandQueueBytes = commandQueueBytes
-        self.reannounceDelay = reannounceDelay
-        self.settleTimeout = settleTimeout
-        self.heldLimit = heldLimit
-        self.heldBytesLimit = heldBytesLimit
-        self.drainTimeout = drainTimeout
-        self.supportURL = supportURL
-    }
-}
-
 /// The core: device registry, state store, command router, bridge API and discovery. It owns every
 /// topic the bridge publishes; adapters talk to it through `AdapterContext`, the broker through an
 /// `MQTTTransport`. One actor, so state changes and publishes happen in one order.
@@ -63,9 +17,11 @@ public struct EngineSettings: Sendable {
 /// feeds it commands); so do bridge requests, the health timer and the re-announcement after a Home
 /// Assistant restart. Nothing outlives `run`: when it returns, every adapter's `run` has returned.
 /// The pure parts are apart: `InboundRouter` (what a message asks for), `DeviceRegistry` (an adapter's
-/// devices and what changes publish), `BridgeAPI.swift` (the requests).
+/// devices and what changes publish), `BridgeAPI.swift` (the requests). docs/architecture.md draws one
+/// command's path through it, hop by hop, with the reason for each hop.
 public actor BridgeEngine {
-    enum Work: Sendable {
+    /// What the engine hands an adapter through its queue: a command, a mirror command, a `/get`.
+    enum AdapterWork: Sendable {
         case command(DeviceCommand, Reply)
         case mirror(path: String, payload: [UInt8], topic: String)
         case refresh(deviceID: String, topic: String)
@@ -100,8 +56,8 @@ public actor BridgeEngine {
     }
 
     /// Work in an adapter's queue, with the bytes it was counted for.
-    struct Queued: Sendable {
-        let work: Work
+    struct QueuedWork: Sendable {
+        let work: AdapterWork
         let size: Int
     }
 
@@ -110,13 +66,13 @@ public actor BridgeEngine {
         let bytes = Atomic<Int>(0)
     }
 
-    /// What one hosted adapter needs off the actor: the adapter, its context, its command queue and
-    /// the signals that stop it and say it has stopped.
-    struct Hosted: Sendable {
+    /// One instance of an adapter as `host` runs it off the actor: the adapter, its context, its command
+    /// queue and the signals that stop it and say it has stopped.
+    struct HostedAdapter: Sendable {
         let adapter: any Adapter
         let context: AdapterContext
-        let work: AsyncStream<Queued>
-        let queue: AsyncStream<Queued>.Continuation
+        let work: AsyncStream<QueuedWork>
+        let queue: AsyncStream<QueuedWork>.Continuation
         let queued = QueueGauge()
         let stop = Latch()
         let stopped = Latch()
@@ -124,9 +80,10 @@ public actor BridgeEngine {
         let drained = Latch()
     }
 
-    /// One adapter as the engine keeps it.
-    final class Slot {
-        let hosted: Hosted
+    /// The engine's entry for one adapter id: the instance running now, its devices, its status and
+    /// counters for bridge/health, and the commands waiting for it.
+    final class AdapterEntry {
+        let hosted: HostedAdapter
         var registry: DeviceRegistry
         var status: AdapterStatus = .starting
         var requests = 0
@@ -146,19 +103,20 @@ public actor BridgeEngine {
         /// Set once the adapter is told to stop: what it reports from then on (a cancelled request's error
         /// among it) changes nothing.
         var stopping = false
-        var waiting: [Queued] = []
+        var waiting: [QueuedWork] = []
         var waitingBytes = 0
         var adapter: any Adapter { hosted.adapter }
         var generation: UInt64 { hosted.context.generation }
-        init(hosted: Hosted, registry: DeviceRegistry) {
+        init(hosted: HostedAdapter, registry: DeviceRegistry) {
             self.hosted = hosted
             self.registry = registry
         }
     }
 
-    /// Work for `run`'s children, handed over from the actor.
-    enum Control: Sendable {
-        case host(Hosted)
+    /// What the actor hands `supervise` to run as a child task of `run`: an adapter to host, a bridge
+    /// request to answer, something to do after a delay.
+    enum ChildJob: Sendable {
+        case host(HostedAdapter)
         case request(path: String, body: JSONValue, transaction: JSONValue?)
         case reannounce(generation: Int, delay: Double)
         case settle(adapter: String, generation: UInt64, after: Double)
@@ -174,9 +132,11 @@ public actor BridgeEngine {
     let discovery: DiscoveryBuilder
     let router: InboundRouter
     let startedAt = Date()
+    /// The bounds hit by this bridge's work (its `run` binds it as the task's `Bounds.counter`).
+    public nonisolated let bounds = BoundsCounter()
     let startedAtMonotonic: MonotonicInstant
-    var slots: [String: Slot] = [:]
-    var slotOrder: [String] = []
+    var entries: [String: AdapterEntry] = [:]
+    var adapterOrder: [String] = []
     var nextGeneration: UInt64 = 0
     var info: JSONValue = .object([:])
     var retainedCommandTopicsLogged: Set<String> = []
@@ -201,8 +161,9 @@ public actor BridgeEngine {
     var replacingAdapters = false
     var replacementQueue: [CheckedContinuation<Void, Never>] = []
     var nextTicket: UInt64 = 0
-    let control: AsyncStream<Control>
-    let controlQueue: AsyncStream<Control>.Continuation
+    let observers = EngineObservers()
+    let childJobs: AsyncStream<ChildJob>
+    let childJobQueue: AsyncStream<ChildJob>.Continuation
 
     public init(settings: EngineSettings, transport: any MQTTTransport, logger: Logger, clock: any BridgeClock = SystemClock()) {
         self.settings = settings
@@ -213,7 +174,7 @@ public actor BridgeEngine {
         self.discovery = DiscoveryBuilder(scheme: settings.scheme, version: settings.version, supportURL: settings.supportURL)
         self.router = InboundRouter(scheme: settings.scheme, maxPayload: settings.maxPayload, commandMaxAge: settings.commandMaxAge,
                                     discovery: settings.discovery)
-        (control, controlQueue) = AsyncStream.makeStream(of: Control.self)
+        (childJobs, childJobQueue) = AsyncStream.makeStream(of: ChildJob.self)
     }
 
     var scheme: TopicScheme { settings.scheme }
@@ -237,6 +198,10 @@ public actor BridgeEngine {
     /// returns, every adapter has stopped and every device's availability (and each mirror's) is `offline`.
     /// The transport publishes `bridge/state offline` after this, as the last message.
     public func run(adapters: [any Adapter]) async {
+        await Bounds.$counter.withValue(bounds) { await serve(adapters: adapters) }
+    }
+
+    func serve(adapters: [any Adapter]) async {
         updateSubscriptions(force: true)
         publishInfo()
         publishDeviceList()
@@ -250,23 +215,23 @@ public actor BridgeEngine {
                 if case .message(let m) = event { transport.release(m) }
             }
             stopped = true
-            controlQueue.finish()
+            childJobQueue.finish()
             group.cancelAll()
         }
-        for slot in slots.values { for q in slot.waiting { refuse(q.work, "the bridge stopped before the command was carried out") } }
+        for entry in entries.values { for q in entry.waiting { refuse(q.work, "the bridge stopped before the command was carried out") } }
         answerLeftovers(adapterID: nil, generation: nil, "the bridge stopped before the command was carried out")
         publishOffline()
         // An adapter keeps its context, which holds this engine: letting the adapters go breaks that cycle,
-        // so that the engine and everything it holds are freed once run has returned (LeakSanitizer found it).
-        slots.removeAll()
-        slotOrder.removeAll()
+        // so that the engine and everything it holds are freed once run has returned (else LeakSanitizer reports it).
+        entries.removeAll()
+        adapterOrder.removeAll()
     }
 
     /// Runs what the actor hands over as children of `run`: adapters, requests, the re-announcement.
     nonisolated func supervise() async {
         await withDiscardingTaskGroup { group in
-            for await c in control {
-                switch c {
+            for await job in childJobs {
+                switch job {
                 case .host(let h):
                     group.addTask { await Self.host(h, engine: self) }
                 case .request(let path, let body, let transaction):
@@ -300,7 +265,7 @@ public actor BridgeEngine {
 
     /// One adapter's life: its `run` and the worker that feeds it commands, until told to stop; then
     /// both are cancelled and awaited, and so is every command outcome still being waited for.
-    static func host(_ h: Hosted, engine: BridgeEngine) async {
+    static func host(_ h: HostedAdapter, engine: BridgeEngine) async {
         let id = h.adapter.id
         await withDiscardingTaskGroup { g in
             g.addTask {
@@ -315,7 +280,7 @@ public actor BridgeEngine {
                 await withDiscardingTaskGroup { outcomes in
                     for await q in h.work {
                         h.queued.bytes.subtract(q.size, ordering: .relaxed)
-                        if let outcome = await engine.execute(q.work, h) { outcomes.addTask { await outcome() } }
+                        if let outcome = await carryOut(q.work, h, engine: engine) { outcomes.addTask { await outcome() } }
                     }
                 }
                 h.drained.signal()
@@ -337,29 +302,29 @@ public actor BridgeEngine {
     /// stopped (and released what they held).
     public func replaceAdapters(start: [any Adapter], remove: Set<String>) async {
         // One replacement at a time: this one suspends while adapters drain and stop, and a second one
-        // meanwhile would find the same old slot and start a second instance beside the first.
+        // meanwhile would find the same old entry and start a second instance beside the first.
         while replacingAdapters { await withCheckedContinuation { replacementQueue.append($0) } }
         replacingAdapters = true
         defer {
             replacingAdapters = false
             if !replacementQueue.isEmpty { replacementQueue.removeFirst().resume() }
         }
-        for id in slotOrder where remove.contains(id) {
-            guard let slot = slots[id] else { continue }
-            slot.replacing = true
-            await stopAdapter(slot, drain: true)
+        for id in adapterOrder where remove.contains(id) {
+            guard let entry = entries[id] else { continue }
+            entry.replacing = true
+            await stopAdapter(entry, drain: true)
             var out: [RegistryOutput] = []
-            slot.registry.removeAll(reason: "adapter removed from config", into: &out)
+            entry.registry.removeAll(reason: "adapter removed from config", into: &out)
             emit(out)
-            slots[id] = nil
-            slotOrder.removeAll { $0 == id }
-            for q in slot.waiting { refuse(q.work, "adapter '\(id)' was removed from the config; command dropped") }
+            entries[id] = nil
+            adapterOrder.removeAll { $0 == id }
+            for q in entry.waiting { refuse(q.work, "adapter '\(id)' was removed from the config; command dropped") }
             // Routed again, held commands meet the adapter's absence: "unknown adapter", answered when asked.
-            for m in slot.held { handle(m) }
+            for m in entry.held { handle(m) }
         }
-        slotOrder.removeAll { remove.contains($0) }
+        adapterOrder.removeAll { remove.contains($0) }
         for a in start {
-            if let old = slots[a.id] {
+            if let old = entries[a.id] {
                 old.replacing = true
                 await stopAdapter(old, drain: true)
                 // What the old instance learnt of its upstream, where the new one can take it (LIFX: which
@@ -377,63 +342,63 @@ public actor BridgeEngine {
     func startAdapter(_ adapter: any Adapter) {
         let id = adapter.id
         nextGeneration += 1
-        let (work, queue) = AsyncStream.makeStream(of: Queued.self, bufferingPolicy: .bufferingOldest(settings.commandQueueLimit))
-        let hosted = Hosted(adapter: adapter, context: AdapterContext(engine: self, adapterID: id, generation: nextGeneration),
+        let (work, queue) = AsyncStream.makeStream(of: QueuedWork.self, bufferingPolicy: .bufferingOldest(settings.commandQueueLimit))
+        let hosted = HostedAdapter(adapter: adapter, context: AdapterContext(engine: self, adapterID: id, generation: nextGeneration),
                             work: work, queue: queue)
         // A restart keeps the devices (and their retained topics) until the new listing says otherwise.
-        let registry = slots[id]?.registry.carried(reservedPrefixes: adapter.reservedPrefixes)
+        let registry = entries[id]?.registry.carried(reservedPrefixes: adapter.reservedPrefixes)
             ?? DeviceRegistry(adapterID: id, scheme: scheme, discovery: settings.discovery ? discovery : nil,
                               reservedPrefixes: adapter.reservedPrefixes)
-        if slots[id] == nil { slotOrder.append(id) }
-        let slot = Slot(hosted: hosted, registry: registry)
-        let old = slots[id]
+        if entries[id] == nil { adapterOrder.append(id) }
+        let entry = AdapterEntry(hosted: hosted, registry: registry)
+        let old = entries[id]
         if let old {
             // Commands still held for the adapter being replaced wait for the new one's listing.
-            slot.held = old.held
-            slot.heldBytes = old.heldBytes
+            entry.held = old.held
+            entry.heldBytes = old.heldBytes
         }
-        slots[id] = slot
-        if case .terminated = controlQueue.yield(.host(hosted)) {
+        entries[id] = entry
+        if case .terminated = childJobQueue.yield(.host(hosted)) {
             hosted.stopped.signal()   // the engine is stopping: it never runs
         }
-        controlQueue.yield(.settle(adapter: id, generation: nextGeneration, after: settings.settleTimeout))
+        childJobQueue.yield(.settle(adapter: id, generation: nextGeneration, after: settings.settleTimeout))
         // Work that arrived while the old instance was stopping goes to the new one, in arrival order.
-        for q in old?.waiting ?? [] { enqueue(slot, q.work) }
+        for q in old?.waiting ?? [] { enqueue(entry, q.work) }
     }
 
     /// The adapter has listed its devices (or said it cannot): held commands are routed now.
     func settle(_ adapterID: String, _ generation: UInt64) {
-        guard let slot = current(adapterID, generation), !slot.settled else { return }
-        slot.settled = true
-        let held = slot.held
-        slot.held = []
-        slot.heldBytes = 0
+        guard let entry = current(adapterID, generation), !entry.settled else { return }
+        entry.settled = true
+        let held = entry.held
+        entry.held = []
+        entry.heldBytes = 0
         for m in held { handle(m) }
         maybeSweep()
     }
 
     /// Holds a command for a device its adapter has not listed yet, within the per-adapter bounds.
-    func hold(_ m: InboundMessage, for slot: Slot, _ message: String, transaction: JSONValue?, resultTopic: String) {
-        guard slot.held.count < settings.heldLimit, slot.heldBytes + m.payload.count <= settings.heldBytesLimit else {
+    func hold(_ m: InboundMessage, for entry: AdapterEntry, _ message: String, transaction: JSONValue?, resultTopic: String) {
+        guard entry.held.count < settings.heldLimit, entry.heldBytes + m.payload.count <= settings.heldBytesLimit else {
             Bounds.hit("held_commands")
-            reportError("\(message): adapter '\(slot.adapter.id)' has not listed its devices yet and holds no more commands; dropped",
+            reportError("\(message): adapter '\(entry.adapter.id)' has not listed its devices yet and holds no more commands; dropped",
                         topic: m.topic, transaction: transaction, resultTopic: resultTopic)
             return
         }
-        slot.held.append(m)
-        slot.heldBytes += m.payload.count
+        entry.held.append(m)
+        entry.heldBytes += m.payload.count
     }
 
     /// Stops one adapter instance. With `drain`, what is already in its queue is carried out first (for at
     /// most `drainTimeout`); whatever it did not answer is answered with an error once it has stopped.
-    func stopAdapter(_ slot: Slot, drain: Bool) async {
-        slot.hosted.queue.finish()
-        if drain { await Self.wait(for: slot.hosted.drained, atMost: settings.drainTimeout, clock: clock) }
-        slot.stopping = true
-        slot.hosted.stop.signal()
-        await slot.hosted.stopped.wait()
-        answerLeftovers(adapterID: slot.adapter.id, generation: slot.generation,
-                        "adapter '\(slot.adapter.id)' stopped before the command was carried out")
+    func stopAdapter(_ entry: AdapterEntry, drain: Bool) async {
+        entry.hosted.queue.finish()
+        if drain { await Self.wait(for: entry.hosted.drained, atMost: settings.drainTimeout, clock: clock) }
+        entry.stopping = true
+        entry.hosted.stop.signal()
+        await entry.hosted.stopped.wait()
+        answerLeftovers(adapterID: entry.adapter.id, generation: entry.generation,
+                        "adapter '\(entry.adapter.id)' stopped before the command was carried out")
     }
 
     nonisolated static func wait(for latch: Latch, atMost seconds: Double, clock: any BridgeClock) async {
@@ -447,10 +412,10 @@ public actor BridgeEngine {
 
     /// Clean shutdown (design.md §11): `offline` on every device availability topic and every mirror's.
     func publishOffline() {
-        for id in slotOrder {
-            guard let slot = slots[id] else { continue }
-            for p in slot.registry.offlineAll() { publish(p) }
-            if slot.mirrorAvailable != nil {
+        for id in adapterOrder {
+            guard let entry = entries[id] else { continue }
+            for p in entry.registry.offlineAll() { publish(p) }
+            if entry.mirrorAvailable != nil {
                 transport.publish("\(scheme.base)/\(id)/availability", "offline", qos: 1, retain: true)
             }
         }
@@ -488,7 +453,7 @@ public actor BridgeEngine {
             swept(m)
             return
         }
-        switch router.route(m, in: Directory(slots: slots, order: slotOrder)) {
+        switch router.route(m, in: Directory(entries: entries, order: adapterOrder)) {
         case .none:
             break
         case .homeAssistantOnline:
@@ -501,19 +466,22 @@ public actor BridgeEngine {
         case .request(let path, let payload):
             handleRequest(path: path, payload: payload)
         case .mirror(let adapter, let path, let topic):
-            if let slot = slots[adapter] { enqueue(slot, .mirror(path: path, payload: m.payload, topic: topic)) }
+            if let entry = entries[adapter] { enqueue(entry, .mirror(path: path, payload: m.payload, topic: topic)) }
         case .command(let adapter, let command, let topic, let transaction, let resultTopic):
             nextTicket += 1
+            observers.commandRouted(nextTicket, adapter: adapter, at: clock.now())
             let reply = Reply(ticket: nextTicket, topic: topic, transaction: transaction, resultTopic: resultTopic)
-            if let slot = slots[adapter] { enqueue(slot, .command(command, reply)) }
+            if let entry = entries[adapter] { enqueue(entry, .command(command, reply)) }
         case .refresh(let adapter, let deviceID, let topic):
-            if let slot = slots[adapter] { enqueue(slot, .refresh(deviceID: deviceID, topic: topic)) }
+            if let entry = entries[adapter] { enqueue(entry, .refresh(deviceID: deviceID, topic: topic)) }
         case .reject(let message, let topic, let transaction, let resultTopic):
+            observers.commandRefused(topic)
             reportError(message, topic: topic, transaction: transaction, resultTopic: resultTopic)
         case .unknownDevice(let adapter, let message, let topic, let transaction, let resultTopic):
-            if let slot = slots[adapter], !slot.settled {
-                hold(m, for: slot, message, transaction: transaction, resultTopic: resultTopic)
+            if let entry = entries[adapter], !entry.settled {
+                hold(m, for: entry, message, transaction: transaction, resultTopic: resultTopic)
             } else {
+                observers.commandRefused(topic)
                 reportError(message, topic: topic, transaction: transaction, resultTopic: resultTopic)
             }
         }
@@ -521,11 +489,11 @@ public actor BridgeEngine {
 
     /// The router's view of the adapters.
     struct Directory: InboundDirectory {
-        let slots: [String: Slot]
+        let entries: [String: AdapterEntry]
         let order: [String]
-        func isMirror(_ adapter: String) -> Bool? { slots[adapter].map { $0.adapter is any MirrorAdapter } }
+        func isMirror(_ adapter: String) -> Bool? { entries[adapter].map { $0.adapter is any MirrorAdapter } }
         func device(_ adapter: String, named name: String) -> (id: String, descriptor: DeviceDescriptor, name: String)? {
-            guard let r = slots[adapter]?.registry.record(named: name) else { return nil }
+            guard let r = entries[adapter]?.registry.record(named: name) else { return nil }
             return (r.descriptor.id, r.descriptor, r.name)
         }
         var adapterIDs: [String] { order }
@@ -533,28 +501,28 @@ public actor BridgeEngine {
 
     /// Queues work for an adapter, within its bounds; while a reload replaces the adapter, the work waits
     /// for the new instance. Refused work is answered at once.
-    func enqueue(_ slot: Slot, _ work: Work) {
-        let adapter = slot.adapter.id
+    func enqueue(_ entry: AdapterEntry, _ work: AdapterWork) {
+        let adapter = entry.adapter.id
         let size = work.size
-        if slot.replacing {
-            guard slot.waiting.count < settings.heldLimit, slot.waitingBytes + size <= settings.heldBytesLimit else {
+        if entry.replacing {
+            guard entry.waiting.count < settings.heldLimit, entry.waitingBytes + size <= settings.heldBytesLimit else {
                 Bounds.hit("held_commands")
                 refuse(work, "adapter '\(adapter)' is restarting and holds no more commands; dropped")
                 return
             }
-            slot.waiting.append(Queued(work: work, size: size))
-            slot.waitingBytes += size
+            entry.waiting.append(QueuedWork(work: work, size: size))
+            entry.waitingBytes += size
             return
         }
-        if slot.hosted.queued.bytes.load(ordering: .relaxed) + size > settings.commandQueueBytes {
+        if entry.hosted.queued.bytes.load(ordering: .relaxed) + size > settings.commandQueueBytes {
             Bounds.hit("command_queue")
             refuse(work, "command queue of adapter '\(adapter)' holds \(settings.commandQueueBytes) bytes already; command dropped")
             return
         }
-        switch slot.hosted.queue.yield(Queued(work: work, size: size)) {
+        switch entry.hosted.queue.yield(QueuedWork(work: work, size: size)) {
         case .enqueued:
-            slot.hosted.queued.bytes.add(size, ordering: .relaxed)
-            if case .command(_, let r) = work { track(r, slot) }
+            entry.hosted.queued.bytes.add(size, ordering: .relaxed)
+            if case .command(_, let r) = work { track(r, entry) }
         case .dropped:
             Bounds.hit("command_queue")
             refuse(work, "command queue of adapter '\(adapter)' is full (\(settings.commandQueueLimit)); command dropped")
@@ -565,22 +533,25 @@ public actor BridgeEngine {
     }
 
     /// Work that will not be carried out: its error, on the result topic when the command asked for one.
-    func refuse(_ work: Work, _ message: String) {
+    func refuse(_ work: AdapterWork, _ message: String) {
         switch work {
-        case .command(_, let r): reportError(message, topic: r.topic, transaction: r.transaction, resultTopic: r.resultTopic)
+        case .command(_, let r):
+            observers.commandFinished(r.ticket, ok: false, at: clock.now())
+            reportError(message, topic: r.topic, transaction: r.transaction, resultTopic: r.resultTopic)
         case .mirror(_, _, let topic), .refresh(_, let topic): reportError(message, topic: topic, transaction: nil, resultTopic: nil)
         }
     }
 
     /// A queued command with a transaction is on the books until `answer` (or `answerLeftovers`) answers it.
-    func track(_ r: Reply, _ slot: Slot) {
+    func track(_ r: Reply, _ entry: AdapterEntry) {
         guard r.transaction != nil else { return }
-        awaiting[r.ticket] = Awaiting(adapterID: slot.adapter.id, generation: slot.generation, reply: r)
+        awaiting[r.ticket] = Awaiting(adapterID: entry.adapter.id, generation: entry.generation, reply: r)
     }
 
     /// The one result of a command: `ok`, or its error (also on bridge/log). A command answered already
     /// (by `answerLeftovers`, when its adapter stopped) only logs.
     func answer(_ r: Reply, error: String?) {
+        observers.commandFinished(r.ticket, ok: error == nil, at: clock.now())
         let first = r.transaction != nil && awaiting.removeValue(forKey: r.ticket) != nil
         if let error {
             reportError(error, topic: r.topic, transaction: first ? r.transaction : nil, resultTopic: r.resultTopic)
@@ -596,42 +567,49 @@ public actor BridgeEngine {
         for a in left.sorted(by: { $0.reply.ticket < $1.reply.ticket }) { answer(a.reply, error: message) }
     }
 
-    /// Carries out one piece of work in arrival order. A command's outcome is awaited off the queue
-    /// (the returned closure, run as a child of the adapter's task), so an adapter that merges requests
-    /// (LIFX) sees the next command while the previous one is still on the wire.
-    func execute(_ work: Work, _ h: Hosted) async -> (@Sendable () async -> Void)? {
+    /// Carries out one piece of work in arrival order, on the adapter's worker: it calls the adapter itself
+    /// (one hop, onto the adapter) and comes to the engine only with something to publish. A command's
+    /// outcome is awaited off the queue (the returned closure, run as a child of the worker), so an adapter
+    /// that merges requests (LIFX) sees the next command while the previous one is still on the wire.
+    nonisolated static func carryOut(_ work: AdapterWork, _ h: HostedAdapter, engine: BridgeEngine) async -> (@Sendable () async -> Void)? {
         let adapter = h.adapter, context = h.context
         switch work {
         case .command(let cmd, let reply):
+            let pending: PendingCommand
             do {
-                let pending = try await adapter.accept(cmd, context: context)
-                return { [self] in
-                    do {
-                        try await pending.wait()
-                        await answer(reply, error: nil)
-                    } catch {
-                        await answer(reply, error: Self.message(of: error, adapter: adapter.id))
-                    }
-                }
+                pending = try await adapter.accept(cmd, context: context)
             } catch {
-                answer(reply, error: Self.message(of: error, adapter: adapter.id))
+                await engine.answer(reply, error: message(of: error, adapter: adapter.id))
+                return nil
+            }
+            // A command without a transaction that went well has nothing to publish: no hop to the engine.
+            if pending.isDone && reply.transaction == nil { return nil }
+            return {
+                var failure: String?
+                do { try await pending.wait() } catch { failure = message(of: error, adapter: adapter.id) }
+                if failure != nil || reply.transaction != nil { await engine.answer(reply, error: failure) }
             }
         case .mirror(let path, let payload, let topic):
+            guard let mirror = adapter as? any MirrorAdapter else { return nil }
             do {
-                guard let mirror = adapter as? any MirrorAdapter else { return nil }
                 try await mirror.command(path: path, payload: payload, context: context)
             } catch {
-                reportError(Self.message(of: error), topic: topic, transaction: nil, resultTopic: nil)
+                await engine.reportError(message(of: error), topic: topic, transaction: nil, resultTopic: nil)
             }
         case .refresh(let deviceID, let topic):
             do {
                 try await adapter.refresh(deviceID: deviceID, context: context)
-                if let slot = current(adapter.id, context.generation), let p = slot.registry.state(deviceID, force: true) { publish(p) }
+                await engine.republishState(of: deviceID, adapterID: adapter.id, generation: context.generation)
             } catch {
-                reportError(Self.message(of: error), topic: topic, transaction: nil, resultTopic: nil)
+                await engine.reportError(message(of: error), topic: topic, transaction: nil, resultTopic: nil)
             }
         }
         return nil
+    }
+
+    /// After a `/get`: the device's state published again, whether or not it changed.
+    func republishState(of deviceID: String, adapterID: String, generation: UInt64) {
+        if let entry = current(adapterID, generation), let p = entry.registry.state(deviceID, force: true) { publish(p) }
     }
 
     /// A command's error in words; one cut short because its adapter was stopping says so.
@@ -647,7 +625,7 @@ public actor BridgeEngine {
     // MARK: introspection for tests and the CLI
 
     public func deviceNames(_ adapterID: String) -> [String: String] {
-        (slots[adapterID]?.registry.devices ?? [:]).mapValues(\.name)
+        (entries[adapterID]?.registry.devices ?? [:]).mapValues(\.name)
     }
 }
 

@@ -80,6 +80,8 @@ public final class SimulatedHome: @unchecked Sendable {
         public var healthInterval = 30
         /// A virtual light that is in the config or not (a device removed by a reload).
         public var extraVirtual = false
+        /// The `web:` section (the operator console), as a YAML flow mapping; off unless given.
+        public var web = "{enabled: false}"
         public init() {}
     }
 
@@ -91,6 +93,7 @@ public final class SimulatedHome: @unchecked Sendable {
         \(log.map { "log: {level: \($0)}" } ?? "")
         mqtt: {url: "mqtt://\(host):\(port)", base_topic: \(base), client_id: "switchyard-demo-\(base)", reconnect: {max_delay: 5}}
         health: {interval: \(t.healthInterval)}
+        web: \(t.web)
         virtual:
           sensor_interval: \(t.virtualSensorInterval)
           devices:

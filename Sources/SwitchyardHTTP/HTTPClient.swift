@@ -142,7 +142,7 @@ public final class HTTPClient: Sendable {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<HTTPResponse, any Error>) in
                 let t = Transfer(id: id, request: request, continuation: c,
-                                 maxBody: options.maxResponseBytes, maxHeaders: options.maxHeaderBytes)
+                                 maxBody: options.maxResponseBytes, maxHeaders: options.maxHeaderBytes, bounds: Bounds.counter)
                 // Checked under the lock that `onCancel` takes: the task's cancelled flag is set before its
                 // handler runs, so either the handler's `.cancel` comes after this `.start` in the commands,
                 // or the flag is seen here and the request never starts (a cancel before the start was lost).
@@ -180,16 +180,20 @@ final class Transfer {
     var headers: [String: String] = [:]
     let maxBody: Int
     let maxHeaders: Int
+    /// Where a refused response is counted: the requesting task's counter (the callbacks run on curl's thread).
+    let bounds: BoundsCounter
     var headerBytes = 0
     /// Set when the response passed a bound: the callback refused it and the transfer fails with this.
     var refused: String?
 
-    init(id: UInt64, request: HTTPRequest, continuation: CheckedContinuation<HTTPResponse, any Error>, maxBody: Int, maxHeaders: Int) {
+    init(id: UInt64, request: HTTPRequest, continuation: CheckedContinuation<HTTPResponse, any Error>, maxBody: Int, maxHeaders: Int,
+         bounds: BoundsCounter) {
         self.id = id
         self.request = request
         self.continuation = continuation
         self.maxBody = maxBody
         self.maxHeaders = maxHeaders
+        self.bounds = bounds
     }
 }
 
@@ -201,7 +205,7 @@ enum CurlCallbacks {
         guard t.body.count + size * n <= t.maxBody else {
             // Returning less than was given makes libcurl abort the transfer (CURLE_WRITE_ERROR).
             t.refused = "response body larger than \(t.maxBody) bytes"
-            Bounds.hit("http_body")
+            t.bounds.hit("http_body")
             return 0
         }
         ptr.withMemoryRebound(to: UInt8.self, capacity: size * n) { t.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: size * n)) }
@@ -213,7 +217,7 @@ enum CurlCallbacks {
         t.headerBytes += size * n
         guard t.headerBytes <= t.maxHeaders else {
             t.refused = "response headers larger than \(t.maxHeaders) bytes"
-            Bounds.hit("http_headers")
+            t.bounds.hit("http_headers")
             return 0
         }
         let line = ptr.withMemoryRebound(to: UInt8.self, capacity: size * n) { String(decoding: UnsafeBufferPointer(start: $0, count: size * n), as: UTF8.self) }

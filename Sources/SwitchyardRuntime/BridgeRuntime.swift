@@ -11,6 +11,7 @@ import ServiceLifecycle
 import SwitchyardConfig
 import SwitchyardCore
 import SwitchyardMQTT
+import SwitchyardWeb
 import UnixSignals
 
 public let switchyardVersion = "0.1.0"
@@ -50,16 +51,25 @@ public enum BridgeRuntime {
 
     /// Runs the bridge until SIGTERM/SIGINT. `configPath` enables `config/reload` and SIGHUP, which
     /// re-read the file with the same `upstreams` (the registration list the config was read with).
+    /// `consoleListening` is told the console's address each time it starts listening.
     public static func run(config: SwitchyardConfig, configPath: String?, upstreams: [any Upstream], logger: Logger,
-                           extraServices: [any Service] = []) async throws {
+                           extraServices: [any Service] = [], consoleListening: (@Sendable (String) -> Void)? = nil) async throws {
         let transport = MosquittoTransport(settings: mqttSettings(config), logger: Logger(label: "switchyard.mqtt"))
-        let engine = BridgeEngine(settings: engineSettings(config), transport: transport, logger: Logger(label: "switchyard.core"))
+        // The console sees what the engine publishes through the transport it is given (docs/console.md).
+        let feed = config.web.enabled ? ConsoleFeed(scheme: engineSettings(config).scheme) : nil
+        let engine = BridgeEngine(settings: engineSettings(config), transport: feed.map { ObservedTransport(transport, observer: $0) } ?? transport,
+                                  logger: Logger(label: "switchyard.core"))
+        let console = feed.map {
+            ConsoleService(settings: config.web, engine: engine, feed: $0, transportStats: { transport.stats() },
+                           logger: Logger(label: "switchyard.web"), listening: consoleListening)
+        }
+        if let feed { await engine.observe(feed) }
         let current = ConfigBox(config)
         let notifier = SystemdNotifier()
         await engine.setInfo(info(config))
         if let configPath {
             await engine.setReloader {
-                try await reload(path: configPath, upstreams: upstreams, current: current, engine: engine, logger: logger,
+                try await reload(path: configPath, upstreams: upstreams, current: current, engine: engine, console: console, logger: logger,
                                  notifier: notifier)
             }
         }
@@ -71,6 +81,8 @@ public enum BridgeRuntime {
             services.append(WatchdogService(engine: engine, notifier: notifier, interval: interval))
         }
         services += extraServices
+        // Last in the group, so stopped first: the pages go before the engine does.
+        if let console { services.append(console) }
         let group = ServiceGroup(configuration: .init(
             services: services.map { .init(service: $0) },
             gracefulShutdownSignals: [.sigterm, .sigint],
@@ -78,8 +90,8 @@ public enum BridgeRuntime {
         try await group.run()
     }
 
-    static func reload(path: String, upstreams: [any Upstream], current: ConfigBox, engine: BridgeEngine, logger: Logger,
-                       notifier: SystemdNotifier) async throws -> JSONValue {
+    static func reload(path: String, upstreams: [any Upstream], current: ConfigBox, engine: BridgeEngine, console: ConsoleService?,
+                       logger: Logger, notifier: SystemdNotifier) async throws -> JSONValue {
         notifier.notify("RELOADING=1")
         defer { notifier.notify("READY=1") }
         let new: SwitchyardConfig
@@ -95,6 +107,10 @@ public enum BridgeRuntime {
         if new.homeassistant != old.homeassistant { restart.append("homeassistant") }
         if new.stateDir != old.stateDir { restart.append("state_dir") }
         if new.log.format != old.log.format { restart.append("log.format") }
+        // A changed web section restarts the console alone; one disabled at start was never built.
+        if new.web != old.web {
+            if let console { console.apply(new.web) } else { restart.append("web") }
+        }
         if let level = Logger.Level(rawValue: new.log.level) { SwitchyardLogHandler.setProcessLevel(level) }
         await engine.updateHealthInterval(new.healthInterval)
         // Only what starts is built: an unchanged section keeps its running adapter, untouched.

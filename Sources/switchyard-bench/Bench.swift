@@ -50,7 +50,7 @@ struct SwitchyardBench: AsyncParsableCommand {
         commandName: "switchyard-bench",
         abstract: "Measures the bridge against raw libmosquitto on a broker it starts itself (loopback).")
 
-    @Option(help: "Scenarios to run: publish, ha-mirror, command-latency, startup, memory, lifx-budget, lifx-lan, hostile, reconnect, scale (default: all); soak (alone, --minutes).")
+    @Option(help: "Scenarios to run: publish, ha-mirror, command-latency, startup, memory, console, lifx-budget, lifx-lan, hostile, reconnect, scale (default: all); soak (alone, --minutes).")
     var scenario: [String] = []
     @Flag(help: "Print the figures as JSON.") var json = false
     @Option(help: "State updates for the publish scenario.") var messages = 20_000
@@ -60,6 +60,8 @@ struct SwitchyardBench: AsyncParsableCommand {
     @Option(help: "Home Assistant entities mirrored during the memory scenario.") var haEntities = 5_000
     @Option(help: "Hostile payloads for the hostile scenario.") var hostilePayloads = 100_000
     @Option(help: "Broker restarts for the reconnect scenario.") var restarts = 20
+    @Flag(help: "Measure a switchyard binary from before the console (SWITCHYARD_BIN): no web: section, memory measured once.")
+    var preConsole = false
     @Option(help: "Minutes of the soak scenario (docs/testing.md \"The soak run\").") var minutes = 60.0
     @Option(help: "Device counts of the scale scenario, each with 5× as many HA entities (comma-separated).",
             transform: { s in try s.split(separator: ",").map { guard let n = Int($0.trimmingCharacters(in: .whitespaces)), n > 0 else { throw ValidationError("bad device count '\($0)'") }; return n } })
@@ -81,7 +83,7 @@ struct SwitchyardBench: AsyncParsableCommand {
     static let brokerConfig = "max_inflight_messages 100\nset_tcp_nodelay true"
 
     func run() async throws {
-        let all = ["publish", "ha-mirror", "command-latency", "startup", "memory", "lifx-budget", "lifx-lan", "hostile", "reconnect", "scale"]
+        let all = ["publish", "ha-mirror", "command-latency", "startup", "memory", "console", "lifx-budget", "lifx-lan", "hostile", "reconnect", "scale"]
         if scenario == ["soak"] { return try await soak() }
         let chosen = scenario.isEmpty ? all : scenario
         for s in chosen where !all.contains(s) { throw ValidationError("unknown scenario '\(s)' (known: \(all.joined(separator: ", ")))") }
@@ -127,6 +129,7 @@ struct SwitchyardBench: AsyncParsableCommand {
         if chosen.contains("startup") || chosen.contains("memory") {
             figures += try await processFigures(port: broker.port, startup: chosen.contains("startup"), memory: chosen.contains("memory"), rawRate: rawRate)
         }
+        if chosen.contains("console") { figures += try await consoleFigures(port: broker.port) }
         if chosen.contains("hostile") { figures += try await hostileFigures(port: broker.port) }
         if chosen.contains("scale") { figures += try await scaleFigures(port: broker.port) }
         if chosen.contains("reconnect") { figures += try await reconnectFigures() }
@@ -234,24 +237,37 @@ struct SwitchyardBench: AsyncParsableCommand {
 
     /// The real `switchyard` process with `devices` virtual lights: start-up time (also as a ratio to raw
     /// libmosquitto publishing as many retained messages, at the baseline's rate of this run) and memory
-    /// (with a Home Assistant mirror of `haEntities` entities changing under churn).
+    /// (with a Home Assistant mirror of `haEntities` entities changing under churn): the same run twice,
+    /// the console off, then on with one page open all along (docs/console.md).
     func processFigures(port: Int, startup: Bool, memory: Bool, rawRate: Double) async throws -> [Figure] {
-        let run = try await measureProcess(port: port, devices: devices, entities: memory ? haEntities : 0, churn: memory ? churnSeconds : 0)
-        var out: [Figure] = []
-        if startup {
-            let rawMs = Double(devices) / rawRate * 1000
-            out.append(Figure(scenario: "startup", name: "process start → \(devices) retained states", value: run.statesMs, unit: "ms",
-                              ratio: run.statesMs / rawMs))
-        }
-        if memory {
-            out.append(Figure(scenario: "memory", name: "VmHWM, \(devices) devices + HA mirror of \(haEntities) entities, after \(Int(churnSeconds)) s churn (\(run.churned) commands and HA changes; \(run.linkage))",
-                              value: run.hwm, unit: "MB"))
-            out.append(Figure(scenario: "memory", name: "VmRSS steady", value: run.rss, unit: "MB"))
+        guard memory else { return startupFigures(try await measureProcess(port: port, devices: devices, entities: 0, churn: 0), rawRate: rawRate) }
+        let sim = try await HomeAssistantSimulator.start(token: "bench", entities: Self.memoryEntities(haEntities))
+        return try await withTeardown {
+            let off = try await measureProcess(port: port, devices: devices, ha: (sim, haEntities), churn: churnSeconds)
+            var out = (startup ? startupFigures(off, rawRate: rawRate) : []) + memoryFigures(off, console: false)
+            if preConsole { return out }
+            let on = try await measureProcess(port: port, devices: devices, ha: (sim, haEntities), churn: churnSeconds, console: true)
+            out += memoryFigures(on, console: true)
+            out.append(Figure(scenario: "memory", name: "console enabled + one page open − disabled (VmHWM; goal ≤ 8 MB)", value: on.hwm - off.hwm, unit: "MB"))
+            return out
+        } teardown: { await sim.stop() }
+    }
+
+    func startupFigures(_ run: ProcessRun, rawRate: Double) -> [Figure] {
+        let rawMs = Double(devices) / rawRate * 1000
+        return [Figure(scenario: "startup", name: "process start → \(devices) retained states", value: run.statesMs, unit: "ms", ratio: run.statesMs / rawMs)]
+    }
+
+    func memoryFigures(_ run: ProcessRun, console: Bool) -> [Figure] {
+        let with = console ? ", console + one page open" : ", console off"
+        return [
+            Figure(scenario: "memory", name: "VmHWM, \(devices) devices + HA mirror of \(haEntities) entities, after \(Int(churnSeconds)) s churn (\(run.churned) commands and HA changes; \(run.linkage)\(with))",
+                   value: run.hwm, unit: "MB"),
+            Figure(scenario: "memory", name: "VmRSS steady", value: run.rss, unit: "MB"),
             // Where the resident pages are: heap and stacks (RssAnon) against mapped code and data of the binary and shared libraries (RssFile).
-            out.append(Figure(scenario: "memory", name: "  of which RssAnon (heap, stacks)", value: run.anon, unit: "MB"))
-            out.append(Figure(scenario: "memory", name: "  of which RssFile (binary, shared libraries)", value: run.file, unit: "MB"))
-        }
-        return out
+            Figure(scenario: "memory", name: "  of which RssAnon (heap, stacks)", value: run.anon, unit: "MB"),
+            Figure(scenario: "memory", name: "  of which RssFile (binary, shared libraries)", value: run.file, unit: "MB"),
+        ]
     }
 
     /// The LIFX adapter with a simulated cloud (loopback HTTP) in-process, over the benchmark's broker.

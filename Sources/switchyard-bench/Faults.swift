@@ -13,10 +13,12 @@ struct BridgeUnderFault {
     let startedAt: Date
 
     static func start(port: Int, devices: Int, base: String = "flt\(UUID().uuidString.prefix(4).lowercased())", discovery: Bool = false,
-                      extraYAML: String = "") throws -> BridgeUnderFault {
+                      preConsole: Bool = false, extraYAML: String = "") throws -> BridgeUnderFault {
         guard let bin = TestEnvironment.switchyardBinary() else { throw BenchError("switchyard executable not found next to switchyard-bench") }
         let dir = TestEnvironment.makeTempDir("bench")
-        var yaml = "log: {level: error}\nmqtt:\n  url: mqtt://127.0.0.1:\(port)\n  base_topic: \(base)\n\(extraYAML)homeassistant: {discovery: \(discovery)}\nvirtual:\n  devices:\n"
+        // The console is off unless the scenario gives a web: section (its figures then compare with earlier runs).
+        let web = extraYAML.contains("web:") || preConsole ? "" : "web: {enabled: false}\n"
+        var yaml = "log: {level: error}\nmqtt:\n  url: mqtt://127.0.0.1:\(port)\n  base_topic: \(base)\n\(web)\(extraYAML)homeassistant: {discovery: \(discovery)}\nvirtual:\n  devices:\n"
         for i in 0..<devices { yaml += "    - {name: l\(i), type: light}\n" }
         let config = dir.appendingPathComponent("config.yaml").path
         try yaml.write(toFile: config, atomically: true, encoding: .utf8)
@@ -40,7 +42,7 @@ struct BridgeUnderFault {
     }
 }
 
-/// A reproducible stream of hostile payloads (SplitMix64), the mix of issue 18: random bytes, deep
+/// A reproducible stream of hostile payloads (SplitMix64), a mix of what a peer can send: random bytes, deep
 /// nesting, huge numbers, invalid UTF-8, 100 kB transactions, payloads just under and over max_payload.
 struct HostileMix {
     var seed: UInt64

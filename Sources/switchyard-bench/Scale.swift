@@ -2,6 +2,7 @@ import Foundation
 import HomeAssistantSimulators
 import SwitchyardCore
 import SwitchyardTestSupport
+import SwitchyardWebTesting
 
 /// One run of the real `switchyard` process with `devices` virtual lights and, when `entities` > 0, a Home
 /// Assistant mirror of that many entities: start-up times, then memory after `churn` seconds of commands
@@ -39,7 +40,10 @@ extension SwitchyardBench {
         }
     }
 
-    func measureProcess(port: Int, devices: Int, ha: (sim: HomeAssistantSimulator, entities: Int)?, churn: Double) async throws -> ProcessRun {
+    /// `console`: with the console listening and one page open all along, reading everything the devices
+    /// view reads (not the mirror's topics).
+    func measureProcess(port: Int, devices: Int, ha: (sim: HomeAssistantSimulator, entities: Int)?, churn: Double,
+                        console: Bool = false) async throws -> ProcessRun {
         let base = "proc\(UUID().uuidString.prefix(4).lowercased())"
         // The subscribers are there before the process starts: the first state is timed from the start.
         let sub = try await CountingSubscriber(port: port, filters: ["\(base)/virtual/+"], trackTopics: true, topicTarget: devices)
@@ -47,8 +51,10 @@ extension SwitchyardBench {
         let haState = try await CountingSubscriber(port: port, filters: ["\(base)/ha/sensor/+/state"], trackTopics: true,
                                                    topicTarget: ha?.entities ?? .max)
         defer { haState.close() }
-        let bridge = try BridgeUnderFault.start(port: port, devices: devices, base: base, discovery: true,
-                                                extraYAML: ha.map { "ha: {url: \"\($0.sim.url)\", token: bench}\n" } ?? "")
+        let web = TestEnvironment.freePort()
+        let bridge = try BridgeUnderFault.start(port: port, devices: devices, base: base, discovery: true, preConsole: preConsole,
+                                                extraYAML: (ha.map { "ha: {url: \"\($0.sim.url)\", token: bench}\n" } ?? "")
+                                                    + (console ? "web: {listen: \"127.0.0.1:\(web)\"}\n" : ""))
         let start = bridge.startedAt
         let child = bridge.child
         defer { child.terminateAndReap() }
@@ -62,6 +68,9 @@ extension SwitchyardBench {
             }
             mirroredMs = at.timeIntervalSince(start) * 1000
         }
+        let page = console ? PageClient(port: web, keepFrames: false) : nil
+        defer { page?.close() }
+        if let page { try await waitUntil("the page has every light", timeout: 60) { page.topicCount >= devices } }
         let pub = try await MQTTProbe.connect(port: port)
         defer { pub.close() }
         let end = Date().addingTimeInterval(churn)

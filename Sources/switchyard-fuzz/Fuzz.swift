@@ -1,4 +1,4 @@
-// The fuzz targets as one program, two ways (README "Fuzzing", `make fuzz`):
+// The fuzz targets as one program, two ways (docs/testing.md "Fuzzing", `make fuzz`):
 // - built with `-sanitize=fuzzer` and `-D FUZZING` it is a libFuzzer binary for the target named by
 //   FUZZ_TARGET (libFuzzer's flags and corpus directories as its arguments);
 // - built normally it replays files: `switchyard-fuzz <target> <file or directory>…` runs each input once

@@ -28,6 +28,7 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "Broker host.") var host = "127.0.0.1"
     @Option(help: "Broker port.") var port = 1883
     @Option(help: "Base topic.") var baseTopic = "switchyard"
+    @Option(help: "The operator console's address (host:port; port 0: any free port; 'off': no console).") var web = "127.0.0.1:9180"
     @OptionGroup var log: LogOptions
 
     func run() async throws {
@@ -38,8 +39,10 @@ struct Demo: AsyncParsableCommand {
         // Simulated Nova flashes in range of a simulated radio (the real one needs a Bluetooth adapter):
         // the strongest is auto-connected; the ATT conversation and acks are the real protocol.
         let nova = SimulatedNovaRadio(flashes: SimulatedHome.novaFlashes, ackDelay: SimulatedHome.novaAckDelay)
-        let yaml = home.yaml(host: host, port: port, base: baseTopic, stateDir: stateDir)
-        let list = upstreams.map { $0.key == "nova" ? NovaUpstream(radio: nova) : $0 }
+        var tuning = SimulatedHome.Tuning()
+        tuning.web = web == "off" ? "{enabled: false}" : "{listen: \"\(web)\"}"
+        let yaml = home.yaml(host: host, port: port, base: baseTopic, stateDir: stateDir, tuning: tuning)
+        let list = upstreams.map { $0.key == NovaAdapter.id ? NovaUpstream(radio: nova) : $0 }
         let c: SwitchyardConfig
         do {
             c = try SwitchyardConfig.parse(yaml: yaml, file: "(demo)", upstreams: list)
@@ -104,7 +107,9 @@ struct Demo: AsyncParsableCommand {
 
         """
         Console.out(banner)   // unbuffered, also when piped
-        try await BridgeRuntime.run(config: c, configPath: nil, upstreams: list, logger: logger)
+        try await BridgeRuntime.run(config: c, configPath: nil, upstreams: list, logger: logger) { url in
+            Console.out("The console (docs/console.md) is at \(url) : open it in a browser; \(url)/metrics for Prometheus.\n\n")
+        }
         await home.stop()
     }
 }
@@ -122,7 +127,7 @@ struct SimulatedNovaBridge: AsyncParsableCommand {
 
     func run() async throws {
         let nova = SimulatedNovaRadio(flashes: SimulatedHome.novaFlashes, ackDelay: SimulatedHome.novaAckDelay)
-        let list = upstreams.map { $0.key == "nova" ? NovaUpstream(radio: nova) : $0 }
+        let list = upstreams.map { $0.key == NovaAdapter.id ? NovaUpstream(radio: nova) : $0 }
         let c = loadOrExit(config, upstreams: list)
         let logger = try log.bootstrap(config: c)
         try await BridgeRuntime.run(config: c, configPath: config, upstreams: list, logger: logger)

@@ -255,43 +255,4 @@ final class NovaHarness: Sendable {
             }
         }
     }
-
-    @Test func novaConfigProblemsCarryTheirPosition() {
-        let yaml = """
-        nova:
-          adapter: bluetooth0
-          scan: {interval_ms: 10, window_ms: 20}
-          auto_connect:
-            whitelist: [D0:39:72:AA:BB]
-          names:
-            "D0:39:72:AA:BB:01": key
-            "D0:39:72:AA:BB:02": key
-        """
-        do {
-            _ = try SwitchyardConfig.parse(yaml: yaml, file: "n.yaml", upstreams: [NovaUpstream()])
-            Issue.record("accepted")
-        } catch {
-            let text = error.problems.map(\.description)
-            #expect(text.contains { $0.hasPrefix("n.yaml:2:12: nova.adapter") })
-            #expect(text.contains { $0.contains("nova.scan.window_ms") && $0.contains("cannot exceed") })
-            #expect(text.contains { $0.contains("nova.auto_connect.whitelist") && $0.contains("not a Bluetooth address") })
-            #expect(text.contains { $0.contains("already given") })
-        }
-        let ok = try? SwitchyardConfig.parse(yaml: "nova: {}", file: "n.yaml", upstreams: [NovaUpstream()]).settings(NovaUpstream())
-        #expect(ok == NovaAdapterSettings())
-    }
-
-    @Test func warmCoolAndBrightnessColourTemperatureConvertBothWays() {
-        #expect(NovaAdapter.derived(NovaSettings(warm: 255, cool: 0, timeoutMs: 1)) == (100, 2700))
-        #expect(NovaAdapter.derived(NovaSettings(warm: 0, cool: 255, timeoutMs: 1)) == (100, 6500))
-        #expect(NovaAdapter.derived(NovaSettings(warm: 0, cool: 0, timeoutMs: 1)) == (0, nil))
-        // Equal channels: the mired midpoint of 2700 K and 6500 K.
-        #expect(NovaAdapter.derived(NovaSettings(warm: 255, cool: 255, timeoutMs: 1)).colorTemp == 3815)
-        for (b, k) in [(100, 2700), (50, 3815), (80, 5000), (10, 6500)] {
-            let (w, c) = NovaAdapter.channels(brightness: b, kelvin: k)
-            let back = NovaAdapter.derived(NovaSettings(warm: w, cool: c, timeoutMs: 1))
-            #expect(back.brightness == b)
-            #expect(abs((back.colorTemp ?? 0) - k) <= 40, "\(k) K came back as \(back.colorTemp ?? 0) K")
-        }
-    }
 }

@@ -191,6 +191,31 @@ extension SwitchyardConfig {
         }
     }
 
+    /// One source for an adapter's id: what each registered upstream's adapter calls itself (its topic
+    /// segment, the id the engine keeps it by) is the upstream's config key.
+    @Test func everyUpstreamsAdapterIDIsItsKey() throws {
+        let env = ["LIFX_TOKEN": "x", "IMP_HALL_CLOCK": "abcdefABCDEF", "LIVECODING_SECRET": "s", "HA_TOKEN": "t"]
+        #expect(upstreams.count == 6)
+        for u in upstreams {
+            let c = try SwitchyardConfig.parse(yaml: try exampleBlock(u.key), file: "example", environment: env)
+            let configured = try #require(c.upstreams.first)
+            #expect(configured.makeAdapter().id == u.key, "\(u.key)")
+        }
+    }
+
+    /// The README's examples are valid config, read by the bridge's own registration list.
+    @Test func theREADMEsConfigExamplesAreValid() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let blocks = readme.components(separatedBy: "```yaml\n").dropFirst().map { $0.components(separatedBy: "\n```")[0] }
+        #expect(blocks.count >= 5)
+        let env = ["LIFX_TOKEN": "x", "IMP_HALL_CLOCK": "abcdefABCDEF", "HA_TOKEN": "t"]
+        for yaml in blocks {
+            let c = try SwitchyardConfig.parse(yaml: yaml, file: "README.md", environment: env)
+            #expect(c.upstreams.count == 1, "\(yaml)")
+        }
+    }
+
     /// The effective config on bridge/info is derived from the reading: nothing is written by hand, so a
     /// key that holds a secret must show as `***` (or null) however it was read. The whole example, every
     /// upstream at once, with a value for every secret.

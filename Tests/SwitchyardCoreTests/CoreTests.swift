@@ -100,7 +100,7 @@ import Foundation
     }
 
     @Test func rejectsMalformedJSON() {
-        // 1e999 and its kind (found by the json fuzz target): no Double holds them.
+        // 1e999 and its kind (in the json fuzz target's corpus): no Double holds them.
         for bad in ["{bad", "{\"a\":}", "[1,]", "01", "\"\\x\"", "{\"a\":1} x", "nul", "", " 2E8888888888888888888888888", "[-1e400]"] {
             #expect(throws: JSONValue.ParseError.self, "\(bad)") { try JSONValue.parse(bad) }
         }

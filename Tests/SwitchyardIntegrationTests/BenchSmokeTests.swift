@@ -22,7 +22,7 @@ import SwitchyardTestSupport
         let json = try JSONValue.parse(String(line))
         guard case .array(let figures) = json else { Issue.record("not a list: \(text)"); return }
         let scenarios = Set(figures.compactMap { $0["scenario"]?.stringValue })
-        #expect(scenarios == ["baseline", "publish", "ha-mirror", "command-latency", "startup", "memory", "lifx-budget", "lifx-lan", "hostile", "reconnect", "scale"])
+        #expect(scenarios == ["baseline", "publish", "ha-mirror", "command-latency", "startup", "memory", "console", "lifx-budget", "lifx-lan", "hostile", "reconnect", "scale"])
         for f in figures {
             // A difference against idle memory may be zero or below; every other figure is a positive measurement.
             let difference = f["name"]?.stringValue?.contains("−") == true

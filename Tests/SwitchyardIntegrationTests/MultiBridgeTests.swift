@@ -4,7 +4,7 @@ import Testing
 import SwitchyardCore
 import SwitchyardTestSupport
 
-/// Two bridges on one broker (README "Several bridges, one broker"), the real processes, each with its
+/// Two bridges on one broker (docs/operations.md "Several bridges, one broker"), the real processes, each with its
 /// own `base_topic` (and so its own `client_id`), the same device names and the same discovery prefix.
 @Suite struct MultiBridgeTests {
     func start(port: Int, base: String) throws -> BridgeProcess {

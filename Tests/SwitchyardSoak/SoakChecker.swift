@@ -1,6 +1,7 @@
 import Foundation
 import SwitchyardCore
 import SwitchyardTestSupport
+import SwitchyardWebTesting
 
 /// What the soak's subscriber to `#` sees, judged as it arrives (the invariants of docs/testing.md).
 actor SoakChecker {
@@ -20,6 +21,7 @@ actor SoakChecker {
     var later: [(rel: String, payload: String, by: Double, because: String)] = []
     var samples: [(t: Double, threads: Double, fds: Double, rss: Double)] = []
     var counts = (messages: 0, errorsProvoked: 0, removals: 0, lostWithBroker: 0, resultsError: 0)
+    var console = ConsoleWatch()
 
     init(base: String, started: Date, say: @escaping @Sendable (String) -> Void) {
         self.base = base
@@ -146,6 +148,15 @@ actor SoakChecker {
         }
     }
 
+    /// The console's invariants (docs/testing.md 8–10): not ready only for a reason the schedule gives (the
+    /// broker in its window; an adapter in its fault window or a reload's), `/metrics` readable and no counter
+    /// going backwards, the page's WebSocket open all along and its frames bounded.
+    func console(readyz: (Int, String)?, metrics: String?, pageEnded: String?, largestFrame: Int) {
+        let t = now
+        let inWindow = { (key: String) in (self.windows[key] ?? []).contains { t >= $0.from && t <= ($0.until ?? .infinity) } }
+        for b in console.see(readyz: readyz, metrics: metrics, pageEnded: pageEnded, largestFrame: largestFrame, inWindow: inWindow) { breach(b) }
+    }
+
     func sample(threads: Double, fds: Double, rssMB: Double) { samples.append((now, threads, fds, rssMB)) }
 
     /// The breaches, the resource slopes over the run's second half (a breach past the tolerance), and
@@ -180,6 +191,10 @@ actor SoakChecker {
             .init(name: "commands sent around a broker restart, result not seen", value: Double(counts.lostWithBroker), unit: ""),
             .init(name: "errors on bridge/log provoked by the schedule", value: Double(counts.errorsProvoked), unit: ""),
             .init(name: "devices removed (all by a reload that dropped them)", value: Double(counts.removals), unit: ""),
+            .init(name: "console: /readyz ready / not ready (explained) samples", value: Double(console.ready), unit: ""),
+            .init(name: "console: /readyz not ready, explained by the schedule", value: Double(console.notReadyExplained), unit: ""),
+            .init(name: "console: /metrics scrapes compared", value: Double(console.scrapes), unit: ""),
+            .init(name: "console: the page's largest frame", value: Double(console.largestFrame), unit: "bytes"),
         ]
         return r
     }

@@ -4,6 +4,8 @@ import LivecodingAdapter
 import SwitchyardCore
 import SwitchyardDemo
 import SwitchyardTestSupport
+import HTTPTypes
+import SwitchyardWebTesting
 
 /// How long a soak runs and how often its schedule strikes (docs/testing.md "The soak run").
 public struct SoakOptions: Sendable {
@@ -85,6 +87,10 @@ public enum SoakRun {
         tuning.healthInterval = 10
         tuning.lifxPoll = 5
         tuning.lanPoll = 2
+        // The console, with a token: probed and read by a page all along (the console's invariants).
+        let webPort = TestEnvironment.freePort()
+        let webToken = "soak-console-\(UUID().uuidString)"
+        tuning.web = "{listen: \"127.0.0.1:\(webPort)\", auth_token: \"\(webToken)\"}"
         func writeConfig() throws {
             try home.yaml(host: "127.0.0.1", port: broker.port, base: base, stateDir: stateDir, tuning: tuning, log: "warning")
                 .write(toFile: configPath, atomically: true, encoding: .utf8)
@@ -115,6 +121,7 @@ public enum SoakRun {
         // The schedule, run on this task; commands and samples beside it until `end`.
         let commands = Task { await Self.commands(o, probe: probe, base: base, checker: checker, until: end) }
         let samples = Task { await Self.samples(o, pid: bridge.pid, checker: checker, until: end) }
+        let console = Task { await Self.console(port: webPort, token: webToken, checker: checker, until: end) }
         var next = (reload: o.reloadEvery, broker: o.brokerRestartEvery, outage: o.outageEvery, lan: o.lanLeaveEvery)
         var counts = (reload: 0, broker: 0, outage: 0, lan: 0)
         let t0 = Date()
@@ -136,8 +143,10 @@ public enum SoakRun {
                 // A changed Nova section restarts its adapter, which connects its flash again (scan, then
                 // connect): commands meanwhile are refused as "not connected".
                 await checker.faultBegins("nova", "")
+                await checker.faultBegins("reload", "")
                 bridge.signal(SIGHUP)
                 await checker.faultEnds("nova", grace: 15)
+                await checker.faultEnds("reload", grace: 20)
             } else if t >= next.broker {
                 next.broker += o.brokerRestartEvery
                 counts.broker += 1
@@ -189,6 +198,7 @@ public enum SoakRun {
         if !bridge.isRunning { await checker.breach("the bridge exited with status \(bridge.exitStatus ?? -1)") }
         await commands.value
         await samples.value
+        await console.value
         // Time for the last commands' results (a LIFX request retries for up to ~30 s).
         try? await waitUntil("the last results", timeout: o.answerWithin) { await checker.openCommands == 0 }
         await checker.checkOverdue(olderThan: 0)
@@ -241,6 +251,24 @@ public enum SoakRun {
             probe.publish("\(base)/\(device)/set", body)
             i += 1
             try? await Task.sleep(for: .seconds(gap))
+        }
+    }
+
+    /// The console (docs/console.md), every 5 s: `/readyz` and `/metrics` with the token, and one page open
+    /// all along (docs/testing.md, invariants 8–10).
+    static func console(port: Int, token: String, checker: SoakChecker, until end: Date) async {
+        var headers = HTTPFields()
+        headers[.authorization] = "Bearer \(token)"
+        let page = PageClient(port: port, headers: headers, keepFrames: false)
+        defer { page.close() }
+        let auth = [("Authorization", "Bearer \(token)")]
+        while Date() < end {
+            try? await Task.sleep(for: .seconds(5))
+            let ready = try? HTTPProbe.request(port: port, "/readyz", timeout: 5)
+            let metrics = try? HTTPProbe.request(port: port, "/metrics", headers: auth, timeout: 5)
+            let ended = await page.ended(within: 0)
+            await checker.console(readyz: ready.map { ($0.status, $0.body) }, metrics: metrics?.status == 200 ? metrics?.body : nil,
+                                  pageEnded: ended.map { "\($0)" }, largestFrame: page.largestFrame)
         }
     }
 

@@ -73,6 +73,9 @@ public enum TestEnvironment {
         return rc == 0
     }
 
+    /// Set by `make test-unit` (SWITCHYARD_TEST_TIER=unit): no broker may start.
+    public static var isUnitTier: Bool { ProcessInfo.processInfo.environment["SWITCHYARD_TEST_TIER"] == "unit" }
+
     public static func makeTempDir(_ prefix: String) -> URL {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8))")
         try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
@@ -139,6 +142,10 @@ public final class Broker: @unchecked Sendable {
     /// `extraConfig` is appended to the generated config; `$DIR/` in it stands for the broker's directory
     /// (`persistence true` + `persistence_location $DIR/` keeps retained messages and sessions across restarts).
     public init(extraConfig: String = "") throws {
+        if TestEnvironment.isUnitTier {
+            throw TestError("this test starts a Mosquitto broker, which the unit tier (make test-unit) has not: "
+                + "list its suite in Tests/integration-suites.txt (docs/testing.md \"Two tiers\")")
+        }
         guard TestEnvironment.which("mosquitto") != nil else { throw TestError("mosquitto is not installed (make test installs it)") }
         port = TestEnvironment.freePort()
         dir = TestEnvironment.makeTempDir("broker")

@@ -17,7 +17,8 @@ import WSClient
 /// (`HAMirrorModel`), so a reconnect's fresh snapshot re-publishes only what changed and clears what
 /// disappeared; an entity's topics go to the engine in one call.
 public actor HAMirror: MirrorAdapter {
-    public nonisolated let id = "ha"
+    public static let id = "ha"
+    public nonisolated var id: String { Self.id }
 
     typealias Topics = HAMirrorModel.Topics
     typealias Packed = HAMirrorModel.Packed

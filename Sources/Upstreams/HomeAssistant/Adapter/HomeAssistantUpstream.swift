@@ -9,7 +9,7 @@ import SwitchyardCore
 /// `ha:` — Home Assistant mirrored over its WebSocket API.
 public struct HomeAssistantUpstream: Upstream {
     public init() {}
-    public var key: String { "ha" }
+    public var key: String { HAMirror.id }
     public var secretKeys: Set<String> { ["token"] }
 
     public func read(_ s: ConfigSection, bridge: BridgeConfigContext) -> HAMirrorSettings {

@@ -44,7 +44,8 @@ public struct ImpSettings: Sendable, Equatable {
 /// answered) and `device_connected` (what the agent reports) are kept apart; availability is online
 /// only when both are.
 public actor ImpAdapter: Adapter {
-    public nonisolated let id = "imp"
+    public static let id = "imp"
+    public nonisolated var id: String { Self.id }
 
     struct DeviceState {
         var profile: ImpProfile?
@@ -107,6 +108,21 @@ public actor ImpAdapter: Adapter {
                     }
                 }
             }
+        }
+    }
+
+    /// A reload's new instance keeps what the old one learnt of each device it still has under the same
+    /// agent and app settings: the detected app (without it the device would be listed with no
+    /// capabilities until its agent answers again, and the core would refuse a command's fields as
+    /// unknown meanwhile), the last reading and whether the agent and the device answered.
+    public func inherit(from previous: any Adapter) async {
+        guard let old = previous as? ImpAdapter, old.settings.apps == settings.apps, old.settings.profiles == settings.profiles else { return }
+        let known = await old.states
+        for d in settings.devices where old.settings.devices.contains(d) {
+            guard var s = known[d.name] else { continue }
+            s.backoff = 0
+            s.networkFailures = 0
+            states[d.name] = s
         }
     }
 
@@ -288,8 +304,7 @@ public actor ImpAdapter: Adapter {
         o["appcode"] = s.appcode.map(JSONValue.string) ?? .null
         o["agent"] = s.agent == true ? "online" : "offline"
         o["device_connected"] = s.connected.map(JSONValue.bool) ?? .null
-        await context?.update(name, o)
-        await context?.setAvailable(name, s.agent == true && s.connected == true)
+        await context?.report([DeviceReport(name, fields: o, available: s.agent == true && s.connected == true)])
     }
 
     // MARK: devices

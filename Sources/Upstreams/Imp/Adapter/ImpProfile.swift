@@ -199,7 +199,7 @@ public struct ImpProfile: Sendable, Equatable {
     }
 
     /// A number an agent sent (or a numeric string), when an Int can hold it: "1e300" or "nan" from a
-    /// broken agent is no reading, and must not trap in Int(_:) (found by the imp fuzz target).
+    /// broken agent is no reading, and must not trap in Int(_:) (the imp fuzz target's corpus has such bodies).
     static func number(_ v: JSONValue) -> Double? {
         let n: Double?
         switch v {

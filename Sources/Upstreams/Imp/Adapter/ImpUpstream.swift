@@ -4,7 +4,7 @@ import SwitchyardCore
 /// `imp:` — Electric Imp devices through their agents, with per-app profiles (built-in or YAML).
 public struct ImpUpstream: Upstream {
     public init() {}
-    public var key: String { "imp" }
+    public var key: String { ImpAdapter.id }
     /// Agent ids are secrets: anyone holding one controls the device (docs/design.md).
     public var secretKeys: Set<String> { ["devices.agent_id"] }
 

@@ -54,7 +54,8 @@ public struct LIFXLANSettings: Sendable, Equatable {
 /// within the rate budget and reads the answers. A failed request reverts exactly the lights it touched
 /// to their own previous values. Every timer runs on `clock` (monotonic; a test moves a manual one).
 public actor LIFXAdapter: Adapter {
-    public nonisolated let id = "lifx"
+    public static let id = "lifx"
+    public nonisolated var id: String { Self.id }
     /// Name prefixes of groups, locations and scenes, refused for light names.
     public static let namespaces = ["group/", "location/", "scene/"]
     public nonisolated var reservedPrefixes: [String] { Self.namespaces }

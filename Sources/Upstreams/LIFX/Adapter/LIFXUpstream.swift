@@ -4,7 +4,7 @@ import SwitchyardCore
 /// `lifx:` — LIFX lights, groups, locations and scenes over the LIFX cloud HTTP API and the LAN protocol.
 public struct LIFXUpstream: Upstream {
     public init() {}
-    public var key: String { "lifx" }
+    public var key: String { LIFXAdapter.id }
     public var secretKeys: Set<String> { ["token"] }
 
     public func read(_ s: ConfigSection, bridge: BridgeConfigContext) -> LIFXSettings {

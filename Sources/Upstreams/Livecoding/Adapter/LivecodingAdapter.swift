@@ -15,7 +15,8 @@ import SwitchyardHTTP
 /// `livestreams/onair/` (following `next`), matched on `user__slug` case-insensitively, completed by
 /// the channel's own resource when it is readable (403/404 there mean "no details", not an error).
 public actor LivecodingAdapter: Adapter {
-    public nonisolated let id = "livecoding"
+    public static let id = "livecoding"
+    public nonisolated var id: String { Self.id }
     static let authID = "auth"
 
     let settings: LivecodingSettings
@@ -128,9 +129,9 @@ public actor LivecodingAdapter: Adapter {
     func setAuth(_ status: String, reason: String? = nil) async {
         let changed = status != auth
         auth = status
-        await context?.update(Self.authID, ["status": .string(status),
-                                            "expires_at": tokens.map { .string(Timestamp.rfc3339($0.expiresAt)) } ?? .null])
-        await context?.setAvailable(Self.authID, true)
+        await context?.report([DeviceReport(Self.authID, fields: ["status": .string(status),
+                                                                  "expires_at": tokens.map { .string(Timestamp.rfc3339($0.expiresAt)) } ?? .null],
+                                            available: true)])
         guard changed, status != "ok" else { return }
         let hint = "run: switchyard auth livecoding -c <config>"
         switch status {
@@ -197,11 +198,17 @@ public actor LivecodingAdapter: Adapter {
         return out
     }
 
+    /// Every channel unavailable: what a poll that cannot read the API reports.
+    var channelsUnavailable: [DeviceReport] { settings.channels.map { DeviceReport($0.lowercased(), available: false) } }
+
+    /// Reads every channel, then hands the channels' state over in one report (after an error, with what
+    /// was read before it, followed by every channel unavailable).
     func pollOnce() async {
         guard await accessToken() != nil else {
-            for slug in settings.channels { await context?.setAvailable(slug.lowercased(), false) }
+            await context?.report(channelsUnavailable)
             return
         }
+        var reports: [DeviceReport] = []
         do {
             let live = try await onAir()
             for slug in settings.channels {
@@ -213,12 +220,12 @@ public actor LivecodingAdapter: Adapter {
                 let isLive = entry != nil
                 if isLive, liveSince[key] == nil { liveSince[key] = Timestamp.rfc3339(Date()) }
                 if !isLive { liveSince[key] = nil }
-                await context?.update(key, fields(details, live: isLive, entry: entry, key: key))
-                await context?.setAvailable(key, true)
+                reports.append(DeviceReport(key, fields: fields(details, live: isLive, entry: entry, key: key), available: true))
             }
+            await context?.report(reports)
             await context?.setStatus(.running)
         } catch {
-            for slug in settings.channels { await context?.setAvailable(slug.lowercased(), false) }
+            await context?.report(reports + channelsUnavailable)
             if error.message.contains("403") {
                 if !scopeLogged { await context?.log(.error, "livecoding: \(error.message)") }
                 scopeLogged = true

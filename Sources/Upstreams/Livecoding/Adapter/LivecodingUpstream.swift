@@ -4,7 +4,7 @@ import SwitchyardCore
 /// `livecoding:` — Livecoding.tv stream status, with `switchyard auth livecoding` for the OAuth2 consent.
 public struct LivecodingUpstream: Upstream {
     public init() {}
-    public var key: String { "livecoding" }
+    public var key: String { LivecodingAdapter.id }
     public var secretKeys: Set<String> { ["client_secret"] }
 
     public func read(_ s: ConfigSection, bridge: BridgeConfigContext) -> LivecodingSettings {

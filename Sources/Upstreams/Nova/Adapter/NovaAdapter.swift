@@ -43,7 +43,8 @@ public struct NovaAdapterSettings: Sendable, Equatable {
 /// LEDs (`warmKelvin`) and the cool ones (`coolKelvin`). Commands with brightness/color_temp set the
 /// channels back so that the stronger one carries the brightness.
 public actor NovaAdapter: Adapter {
-    public nonisolated let id = "nova"
+    public static let id = "nova"
+    public nonisolated var id: String { Self.id }
     public static let warmKelvin = 2700
     public static let coolKelvin = 6500
 
@@ -114,7 +115,7 @@ public actor NovaAdapter: Adapter {
             flashes[address] = f
         }
         await publishDevices()
-        for address in flashes.keys.sorted() { await publish(address) }
+        await publish(flashes.keys.sorted())
         try await withChildTasks { tasks in
             self.tasks = tasks
             defer { self.tasks = nil }
@@ -210,7 +211,7 @@ public actor NovaAdapter: Adapter {
             flashes[address] = f
         }
         if added { await publishDevices() }
-        for address in changed { await publish(address) }
+        await publish(changed)
         await publishMetrics()
         if s.autoConnect { await autoConnect() }
     }
@@ -334,6 +335,7 @@ public actor NovaAdapter: Adapter {
     func rssiLoop() async {
         while !Task.isCancelled {
             do { try await clock.sleep(seconds: 1) } catch { return }
+            var changed: [String] = []
             for (address, f) in flashes where f.status == .ready || f.status == .busy {
                 guard let att = f.att else { continue }
                 let rssi = await radio.connectionRSSI(of: att)
@@ -341,8 +343,9 @@ public actor NovaAdapter: Adapter {
                 guard var now = flashes[address], now.generation == f.generation, now.rssi != rssi else { continue }
                 now.rssi = rssi
                 flashes[address] = now
-                await publish(address)
+                changed.append(address)
             }
+            await publish(changed)
         }
     }
 
@@ -494,10 +497,18 @@ public actor NovaAdapter: Adapter {
         await context?.setDevices(devices, authoritative: false, available: available)
     }
 
-    func publish(_ address: String) async {
-        guard let f = flashes[address], let context else { return }
+    func publish(_ address: String) async { await publish([address]) }
+
+    /// The flashes' state and availability, handed over in one report.
+    func publish(_ addresses: [String]) async {
+        guard let context else { return }
+        await context.report(addresses.compactMap(report))
+    }
+
+    func report(_ address: String) -> DeviceReport? {
+        guard let f = flashes[address] else { return nil }
         let d = Self.derived(f.settings)
-        await context.update(address, [
+        return DeviceReport(address, fields: [
             "status": .string(f.status.rawValue),
             "signal": f.rssi.flatMap { novaSignal(rssi: $0) }.map { JSONValue($0) } ?? .null,
             "rssi": f.rssi.map { JSONValue($0) } ?? .null,
@@ -509,8 +520,7 @@ public actor NovaAdapter: Adapter {
             "brightness": d.brightness.map { JSONValue($0) } ?? .null,
             "color_temp": d.colorTemp.map { JSONValue($0) } ?? .null,
             "color_mode": "color_temp",
-        ])
-        await context.setAvailable(address, f.status != .unavailable)
+        ], available: f.status != .unavailable)
     }
 
     func publishMetrics() async {

@@ -7,7 +7,7 @@ public struct NovaUpstream: Upstream {
     /// simulated one.
     let radio: (any NovaRadio)?
     public init(radio: (any NovaRadio)? = nil) { self.radio = radio }
-    public var key: String { "nova" }
+    public var key: String { NovaAdapter.id }
 
     public func read(_ s: ConfigSection, bridge: BridgeConfigContext) -> NovaAdapterSettings {
         var n = NovaAdapterSettings()

@@ -23,7 +23,8 @@ public actor VirtualAdapter: Adapter {
         }
     }
 
-    public nonisolated let id = "virtual"
+    public static let id = "virtual"
+    public nonisolated var id: String { Self.id }
     let devices: [Device]
     let sensorInterval: Double
     var states: [String: [String: JSONValue]] = [:]
@@ -72,15 +73,8 @@ public actor VirtualAdapter: Adapter {
 
     public func run(context: AdapterContext) async throws {
         await context.setDevices(devices.map(Self.descriptor), authoritative: true)
-        // Every first state in one hand-over.
-        var reports: [DeviceReport] = []
-        reports.reserveCapacity(devices.count)
-        for d in devices {
-            let s = Self.initialState(d)
-            states[d.name] = s
-            reports.append(DeviceReport(d.name, fields: s))
-        }
-        await context.report(reports)
+        for d in devices { states[d.name] = Self.initialState(d) }
+        await context.report(devices.map { DeviceReport($0.name, fields: states[$0.name] ?? [:]) })
         await context.setStatus(.running)
         let sensors = devices.filter { $0.type == "sensor" }
         guard !sensors.isEmpty else {
@@ -91,12 +85,14 @@ public actor VirtualAdapter: Adapter {
         while !Task.isCancelled {
             try await Task.sleep(for: .seconds(sensorInterval))
             step += 1
+            var readings: [DeviceReport] = []
             for s in sensors {
                 // A slow, deterministic drift: 21 °C ± 2.
                 let t = 21.0 + 2.0 * sin(Double(step) / 5.0 + Double(s.name.utf8.count))
                 states[s.name]?["temperature"] = .number(t)
-                await context.update(s.name, ["temperature": .number(t)])
+                readings.append(DeviceReport(s.name, fields: ["temperature": .number(t)]))
             }
+            await context.report(readings)
         }
     }
 
@@ -131,8 +127,9 @@ public actor VirtualAdapter: Adapter {
             s["state"] = "ON"
         }
         states[command.deviceID] = s
-        await context.recordRequest(error: nil)
+        // The state first: it is on its way to the broker before the count for bridge/health is made.
         await context.update(command.deviceID, s)
+        await context.recordRequest(error: nil)
     }
 
     public func refresh(deviceID: String, context: AdapterContext) async throws {

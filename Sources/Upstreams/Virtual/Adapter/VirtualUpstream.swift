@@ -4,7 +4,7 @@ import SwitchyardCore
 /// `virtual:` — in-memory lights, switches and sensors, for trying the bridge without hardware.
 public struct VirtualUpstream: Upstream {
     public init() {}
-    public var key: String { "virtual" }
+    public var key: String { VirtualAdapter.id }
 
     public struct Settings: Sendable, Equatable {
         public var devices: [VirtualAdapter.Device] = []

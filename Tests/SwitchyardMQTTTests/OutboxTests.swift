@@ -1,10 +1,7 @@
 import CMosquitto
-import Foundation
-import Logging
 import Testing
-@testable import SwitchyardMQTT
 import SwitchyardCore
-import SwitchyardTestSupport
+@testable import SwitchyardMQTT
 
 /// The outbox bookkeeping, without a broker (design.md §4).
 @Suite struct OutboxTests {
@@ -187,104 +184,4 @@ import SwitchyardTestSupport
         #expect(again == slot && gen != first && gen != second && gen != cleared)
     }
 
-}
-
-/// Routing and the device lifecycle through the core with the in-memory transport.
-@Suite struct EngineTests {
-    /// The engine running with one scripted adapter over the in-memory transport, for `body`.
-    func withEngine<R: Sendable>(_ body: (BridgeEngine, InMemoryTransport, ScriptedAdapter) async throws -> R) async throws -> R {
-        let t = InMemoryTransport()
-        var logger = Logger(label: "t")
-        logger.logLevel = .critical
-        let e = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: "b"), version: "t"), transport: t, logger: logger)
-        let a = ScriptedAdapter(devices: [ScriptedAdapter.lamp()])
-        return try await withThrowingTaskGroup(of: Void.self, returning: R.self) { group in
-            group.addTask { await e.run(adapters: [a]) }
-            defer { t.finish() }   // the end of the transport's events ends `run`
-            try await waitUntil("adapter listed") { await e.deviceNames("test") == ["lamp-1": "lamp"] }
-            try await waitUntil("its state") { t.published.contains { $0.topic == "b/test/lamp" } }
-            return try await body(e, t, a)
-        }
-    }
-
-    @Test func quantisedValuesDoNotRepublish() async throws {
-        try await withEngine { _, t, a in
-            await a.push("lamp-1", ["brightness": 29.999237])
-            await a.push("lamp-1", ["brightness": 30.2])
-            await a.push("lamp-1", ["brightness": 30.4])
-            let states = t.published.filter { $0.topic == "b/test/lamp" }.map(\.payload)
-            #expect(states == [#"{"brightness":50,"state":"OFF"}"#, #"{"brightness":30,"state":"OFF"}"#])
-        }
-    }
-
-    /// Several devices in one hand-over: each state and availability published as separate calls would,
-    /// in the order given; an unchanged value publishes nothing.
-    @Test func oneReportCarriesSeveralDevicesStateAndAvailability() async throws {
-        try await withEngine { _, t, a in
-            await a.list([ScriptedAdapter.lamp(), ScriptedAdapter.lamp("lamp-2", name: "desk")])
-            t.clear()
-            await a.report([DeviceReport("lamp-1", fields: ["brightness": 20], available: false),
-                            DeviceReport("lamp-2", fields: ["state": "ON"]),
-                            DeviceReport("lamp-1", available: false)])
-            let got = t.published.map { "\($0.topic)=\($0.payload)" }
-            #expect(Array(got.prefix(3)) == [#"b/test/lamp={"brightness":20,"state":"OFF"}"#, "b/test/lamp/availability=offline", #"b/test/desk={"state":"ON"}"#])
-            // The new device's announcement follows the states, unless the supervisor made it before the report.
-            let announced = ["b/bridge/devices/test/desk", "homeassistant/light/switchyard_b_test_lamp-2/light/config", "b/test/desk/availability",
-                             "b/bridge/event"]
-            #expect(got.count == 3 || t.published.dropFirst(3).map(\.topic) == announced, "\(got)")
-        }
-    }
-
-    /// When `run` returns, every adapter has stopped and every device is offline, in that order.
-    @Test func runEndsWithTheAdaptersStoppedAndEveryDeviceOffline() async throws {
-        let t = InMemoryTransport()
-        var logger = Logger(label: "t")
-        logger.logLevel = .critical
-        let e = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: "b"), version: "t"), transport: t, logger: logger)
-        let a = ScriptedAdapter(devices: [ScriptedAdapter.lamp()])
-        let running = Task { await e.run(adapters: [a]) }
-        try await waitUntil("online") { t.published.contains { $0.topic == "b/test/lamp/availability" && $0.payload == "online" } }
-        #expect(await a.running)
-        running.cancel()
-        await running.value
-        #expect(await !a.running)
-        let last = try #require(t.published.last)
-        #expect(last.topic == "b/test/lamp/availability" && last.payload == "offline" && last.retain)
-        // A stopped adapter's calls change nothing.
-        t.clear()
-        await a.push("lamp-1", ["brightness": 1])
-        #expect(t.published.isEmpty)
-    }
-
-    @Test func aDeviceIsRemovedOnlyAfterThreeListingsWithoutIt() async throws {
-        try await withEngine { e, t, a in
-        for _ in 0..<2 { await a.list([]) }
-        #expect(await e.deviceNames("test") == ["lamp-1": "lamp"])
-        #expect(!t.published.contains { $0.topic == "b/test/lamp" && $0.payload.isEmpty })
-        await a.list([ScriptedAdapter.lamp()])            // back: the count starts again
-        for _ in 0..<2 { await a.list([]) }
-        #expect(await e.deviceNames("test") == ["lamp-1": "lamp"])
-        await a.list([])
-        #expect(await e.deviceNames("test").isEmpty)
-        let cleared = Set(t.published.filter { $0.payload.isEmpty && $0.retain }.map(\.topic))
-        #expect(cleared.isSuperset(of: ["b/test/lamp", "b/test/lamp/availability", "b/bridge/devices/test/lamp",
-                                        "homeassistant/light/switchyard_b_test_lamp-1/light/config"]))
-        #expect(t.published.contains { $0.topic == "b/bridge/event" && $0.payload.contains("device_removed") })
-        }
-    }
-
-    @Test func aRenameClearsTheOldTopicsAndKeepsTheDiscoveryID() async throws {
-        try await withEngine { e, t, a in
-        t.clear()
-        await a.list([ScriptedAdapter.lamp(name: "desk")])
-        #expect(await e.deviceNames("test") == ["lamp-1": "desk"])
-        let p = t.published
-        #expect(p.contains { $0.topic == "b/test/lamp" && $0.payload.isEmpty && $0.retain })
-        #expect(p.contains { $0.topic == "b/test/lamp/availability" && $0.payload.isEmpty })
-        #expect(p.contains { $0.topic == "b/test/desk" && $0.payload == #"{"brightness":50,"state":"OFF"}"# })
-        let disc = try #require(p.first { $0.topic == "homeassistant/light/switchyard_b_test_lamp-1/light/config" })
-        #expect(disc.payload.contains(#""state_topic":"b/test/desk""#))
-        #expect(p.contains { $0.topic == "b/bridge/event" && $0.payload.contains("device_renamed") })
-        }
-    }
 }

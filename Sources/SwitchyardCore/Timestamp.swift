@@ -9,8 +9,8 @@ import Glibc
 
 /// RFC 3339 UTC timestamps with `Z`, the only timestamp format in payloads (design.md §2).
 public enum Timestamp {
-    /// Years 0001–9999 (a date outside, from a peer's nonsense timestamp, is clamped: found by the ha
-    /// fuzz target, where converting it to time_t trapped).
+    /// Years 0001–9999: a date outside, from a peer's nonsense timestamp, is clamped, because converting
+    /// it to time_t would trap (the ha fuzz target's corpus has such a timestamp).
     public static func rfc3339(_ date: Date) -> String {
         let secs = date.timeIntervalSince1970
         let t = time_t((secs.isNaN ? 0 : min(max(secs, -62_135_596_800), 253_402_300_799)).rounded(.down))
@@ -85,22 +85,5 @@ public enum Timestamp {
         // timegm normalises 31 February into March: such a date is not a date.
         guard tmv.tm_mday == Int32(day), tmv.tm_mon == Int32(month - 1) else { return nil }
         return Date(timeIntervalSince1970: Double(t - offset) + fraction)
-    }
-}
-
-/// Process figures for bridge/health.
-public enum ProcessStats {
-    /// Resident set size in bytes (VmRSS), or nil where /proc is not available.
-    public static func residentBytes() -> Int? { statusField("VmRSS:") }
-    /// Peak resident set size in bytes (VmHWM).
-    public static func peakResidentBytes() -> Int? { statusField("VmHWM:") }
-
-    static func statusField(_ name: String) -> Int? {
-        guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
-        for line in text.split(separator: "\n") where line.hasPrefix(name) {
-            let parts = line.split(separator: " ", omittingEmptySubsequences: true)
-            if parts.count >= 2, let kb = Int(parts[1]) { return kb * 1024 }
-        }
-        return nil
     }
 }

@@ -32,34 +32,3 @@ public func withChildTasks<R: Sendable>(isolation: isolated (any Actor)? = #isol
         return try await body(ChildTasks(queue: queue))
     }
 }
-
-/// A first-in first-out async lock: `run` calls one operation at a time, in the order they were asked
-/// for (for a resource that takes one request at a time, like a Bluetooth controller).
-public actor SerialGate {
-    var busy = false
-    var waiters: [CheckedContinuation<Void, Never>] = []
-
-    public init() {}
-
-    public func run<T: Sendable>(_ operation: @Sendable () async throws -> T) async throws -> T {
-        if busy {
-            await withCheckedContinuation { waiters.append($0) }
-        } else {
-            busy = true
-        }
-        defer {
-            if waiters.isEmpty { busy = false } else { waiters.removeFirst().resume() }
-        }
-        return try await operation()
-    }
-}
-
-/// Runs `body`, then `teardown`, awaited, whether `body` returned or threw: what `defer` cannot do for
-/// async clean-up (a client to close, a server to stop), without an unstructured task left behind.
-public func withTeardown<R>(isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> R,
-                            teardown: () async -> Void) async throws -> R {
-    let result: Result<R, any Error>
-    do { result = .success(try await body()) } catch { result = .failure(error) }
-    await teardown()
-    return try result.get()
-}

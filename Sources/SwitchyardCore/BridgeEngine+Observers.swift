@@ -1,0 +1,120 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// What the operator console (docs/console.md) sees of the engine: every message it publishes (through
+/// `ObservedTransport`, which sits between the engine and the broker), each command's outcome, and a
+/// snapshot of the adapters. Called on the engine's actor: an observer must return at once and never
+/// wait, so that a slow page can never slow the engine (the console coalesces and drops on its side).
+public protocol EngineObserver: AnyObject, Sendable {
+    /// A message the engine handed to the transport (state, availability, bridge/*, results, discovery…).
+    func published(topic: String, payload: [UInt8], retain: Bool)
+    /// A command that reached an adapter was answered (ok or an error) `seconds` after it was routed.
+    func commandFinished(adapter: String, ok: Bool, seconds: Double)
+    /// A command refused before it reached an adapter (validation, unknown device, too old, …).
+    func commandRefused(topic: String)
+}
+
+/// The transport the engine publishes through when a console is running: hands every publication to the
+/// broker's transport, then shows it to the observer. Everything else is the wrapped transport's.
+public final class ObservedTransport: MQTTTransport {
+    public let wrapped: any MQTTTransport
+    let observer: any EngineObserver
+
+    public init(_ wrapped: any MQTTTransport, observer: any EngineObserver) {
+        self.wrapped = wrapped
+        self.observer = observer
+    }
+
+    public var events: AsyncStream<TransportEvent> { wrapped.events }
+    public func publish(_ topic: String, _ payload: [UInt8], qos: Int, retain: Bool) {
+        wrapped.publish(topic, payload, qos: qos, retain: retain)
+        observer.published(topic: topic, payload: payload, retain: retain)
+    }
+    /// The batch goes to the broker's transport whole (its lanes and payload sources kept); the observer
+    /// sees each message, a sourced payload made for it.
+    public func publish(_ batch: [Publication]) {
+        wrapped.publish(batch)
+        for p in batch { observer.published(topic: p.topic, payload: p.payload, retain: p.retain) }
+    }
+    public func setSubscriptions(_ filters: [String]) { wrapped.setSubscriptions(filters) }
+    public func stats() -> TransportStats { wrapped.stats() }
+    public func release(_ message: InboundMessage) { wrapped.release(message) }
+}
+
+/// The engine's side of observation: which commands are on their way and since when. Lives on the
+/// engine's actor (only the engine touches it), so it needs no lock.
+final class EngineObservers {
+    var observer: (any EngineObserver)?
+    /// Ticket → the adapter and when the command was routed. A command that is never answered (one without
+    /// a transaction still queued when its adapter stopped) would stay: at most `limit` are kept.
+    var routed: [UInt64: (adapter: String, at: MonotonicInstant)] = [:]
+    static let limit = 4096
+
+    func commandRouted(_ ticket: UInt64, adapter: String, at now: @autoclosure () -> MonotonicInstant) {
+        guard observer != nil else { return }
+        if routed.count >= Self.limit {
+            for t in routed.keys.sorted().prefix(Self.limit / 2) { routed[t] = nil }
+        }
+        routed[ticket] = (adapter, now())
+    }
+
+    func commandFinished(_ ticket: UInt64, ok: Bool, at now: @autoclosure () -> MonotonicInstant) {
+        guard let observer, let r = routed.removeValue(forKey: ticket) else { return }
+        observer.commandFinished(adapter: r.adapter, ok: ok, seconds: (now() - r.at).seconds)
+    }
+
+    func commandRefused(_ topic: String) { observer?.commandRefused(topic: topic) }
+}
+
+/// One adapter as the console shows it (`/readyz`, `/metrics`).
+public struct AdapterSnapshot: Sendable, Equatable {
+    public var id: String
+    public var status: AdapterStatus
+    /// A mirror (Home Assistant): its topics are the upstream's tree, not devices.
+    public var mirror: Bool
+    public var devices: Int
+    /// Upstream requests and those that failed, since this adapter instance started.
+    public var requests: Int
+    public var errors: Int
+    public var lastError: String?
+    /// Bytes of commands waiting in its queue.
+    public var queuedBytes: Int
+}
+
+public struct EngineSnapshot: Sendable, Equatable {
+    public var version: String
+    public var uptime: Double
+    public var adapters: [AdapterSnapshot]
+    public var scheme: TopicScheme
+    /// The engine has stopped (its `run` returned or is returning).
+    public var stopped: Bool
+}
+
+extension BridgeEngine {
+    /// Starts showing the engine's command outcomes to `observer` (its publications reach it through the
+    /// `ObservedTransport` the engine was given).
+    public func observe(_ observer: any EngineObserver) {
+        observers.observer = observer
+    }
+
+    /// What the console reads on each `/metrics`, `/readyz` and page connection.
+    public func snapshot() -> EngineSnapshot {
+        let adapters = adapterOrder.compactMap { id in
+            entries[id].map { s in
+                AdapterSnapshot(id: id, status: s.status, mirror: s.adapter is any MirrorAdapter, devices: s.registry.devices.count,
+                                requests: s.requests, errors: s.errors, lastError: s.lastError, queuedBytes: s.hosted.queued.bytes.load(ordering: .relaxed))
+            }
+        }
+        return EngineSnapshot(version: settings.version, uptime: uptime, adapters: adapters, scheme: scheme, stopped: stopped)
+    }
+
+    /// A message handed to the engine as if it had come from the broker (the console's controls): routed
+    /// and validated by the same `InboundRouter`, answered on the same result and response topics. Never
+    /// retained, never old.
+    public func submit(topic: String, payload: [UInt8]) {
+        handle(InboundMessage(topic: topic, payload: payload, retain: false, qos: 1))
+    }
+}

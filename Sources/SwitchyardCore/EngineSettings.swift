@@ -1,0 +1,52 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The engine's settings, from the config (`BridgeRuntime.engineSettings`) or a test.
+public struct EngineSettings: Sendable {
+    public var scheme: TopicScheme
+    public var discovery: Bool
+    public var version: String
+    /// Commands older than this (when their age is known) are dropped.
+    public var commandMaxAge: TimeInterval
+    public var maxPayload: Int
+    public var healthInterval: TimeInterval
+    public var commandQueueLimit: Int
+    /// The same bound in bytes (fields, mirror payloads, topics).
+    public var commandQueueBytes: Int
+    /// Delay before re-announcing after `homeassistant/status` = online.
+    public var reannounceDelay: ClosedRange<Double>
+    /// Commands for devices an adapter has not listed yet are held this long after it starts (until its
+    /// first listing); then they are refused as unknown.
+    public var settleTimeout: Double
+    /// At most this many held commands, and this many payload bytes, per adapter.
+    public var heldLimit: Int
+    public var heldBytesLimit: Int
+    /// When an adapter is replaced (a reload), the commands already queued for it are carried out by it
+    /// for at most this long before it is stopped; commands that arrive meanwhile wait for the new one.
+    public var drainTimeout: Double
+    /// `origin.support_url` in discovery (`homeassistant.support_url`); none by default.
+    public var supportURL: String?
+
+    public init(scheme: TopicScheme, discovery: Bool = true, version: String, commandMaxAge: TimeInterval = 30,
+                maxPayload: Int = 256 * 1024, healthInterval: TimeInterval = 60, commandQueueLimit: Int = 1000, commandQueueBytes: Int = 4 << 20,
+                reannounceDelay: ClosedRange<Double> = 0.5...3, settleTimeout: Double = 15, heldLimit: Int = 1000,
+                heldBytesLimit: Int = 1 << 20, drainTimeout: Double = 5, supportURL: String? = nil) {
+        self.scheme = scheme
+        self.discovery = discovery
+        self.version = version
+        self.commandMaxAge = commandMaxAge
+        self.maxPayload = maxPayload
+        self.healthInterval = healthInterval
+        self.commandQueueLimit = commandQueueLimit
+        self.commandQueueBytes = commandQueueBytes
+        self.reannounceDelay = reannounceDelay
+        self.settleTimeout = settleTimeout
+        self.heldLimit = heldLimit
+        self.heldBytesLimit = heldBytesLimit
+        self.drainTimeout = drainTimeout
+        self.supportURL = supportURL
+    }
+}

@@ -1,0 +1,255 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import SwitchyardCore
+
+/// What the engine publishes, kept for the pages (docs/console.md "How the page is fed"): the latest
+/// payload of every retained topic under `<base>/` (the same buffers the transport's outbox holds, so only
+/// the index costs memory), the discovery configs (read on demand, never pushed), and a bounded ring of
+/// recent changes. Each open page reads the ring from its own cursor: retained topics are read again from
+/// the store when the page's turn comes (so a device that changed ten times is sent once, with its latest
+/// state), other messages (logs, events, results) come with the ring. A page that falls behind the ring's
+/// start is sent everything again instead (a "resync"): nothing is ever queued per page.
+///
+/// `published` runs on the engine's actor: one lock, a dictionary write, a ring slot, a wake-up per page.
+public final class ConsoleFeed: EngineObserver, Sendable {
+    public struct Limits: Sendable {
+        /// Changes kept in the ring.
+        public var ringEntries = 16_384
+        /// Payload bytes of non-retained messages kept in the ring.
+        public var ringEventBytes = 1 << 20
+        /// `bridge/log` lines kept for a page that opens.
+        public var recentLogs = 200
+        public init() {}
+    }
+
+    /// One change: a retained topic (its payload is read from the store when sent) or a message.
+    struct Change {
+        let seq: UInt64
+        let topic: String
+        /// Nil for a retained topic.
+        let payload: [UInt8]?
+    }
+
+    struct State {
+        var retained: [String: [UInt8]] = [:]
+        /// Discovery configs by node (`switchyard_<base>_<adapter>_<id>`), each topic → payload.
+        var discovery: [String: [String: [UInt8]]] = [:]
+        /// Grows to `ringEntries` as changes come, then wraps.
+        var ring: [Change?] = []
+        /// Index of the oldest change in `ring`, and how many there are.
+        var start = 0
+        var count = 0
+        var eventBytes = 0
+        /// The sequence number the next change gets.
+        var next: UInt64 = 1
+        var recentLogs: [[UInt8]] = []
+        var wakers: [UInt64: AsyncStream<Void>.Continuation] = [:]
+        /// Commands a page sent, by transaction, until their result or response is published.
+        var awaiting: [String: AsyncStream<JSONValue>.Continuation] = [:]
+    }
+
+    public let scheme: TopicScheme
+    let limits: Limits
+    let state: Locked<State>
+    let metrics: ConsoleMetrics
+    let logTopic: String
+    let responsePrefix: String
+    let discoveryPrefix: String
+    let nodePrefix: String
+
+    public init(scheme: TopicScheme, limits: Limits = Limits()) {
+        self.scheme = scheme
+        self.limits = limits
+        self.state = Locked(State())
+        self.metrics = ConsoleMetrics()
+        logTopic = scheme.bridge("log")
+        responsePrefix = scheme.response("")
+        discoveryPrefix = scheme.discoveryPrefix + "/"
+        nodePrefix = "switchyard_\(Naming.normaliseID(scheme.base))_"
+    }
+
+    // MARK: from the engine
+
+    public func published(topic: String, payload: [UInt8], retain: Bool) {
+        if topic.hasPrefix(discoveryPrefix) {
+            guard retain, let node = Self.node(ofDiscoveryTopic: topic), node.hasPrefix(nodePrefix) else { return }
+            state.withLock { s in
+                if payload.isEmpty {
+                    s.discovery[node]?[topic] = nil
+                    if s.discovery[node]?.isEmpty == true { s.discovery[node] = nil }
+                } else {
+                    s.discovery[node, default: [:]][topic] = payload
+                }
+            }
+            return
+        }
+        guard topic.hasPrefix(scheme.base), topic.utf8.dropFirst(scheme.base.utf8.count).first == UInt8(ascii: "/") else { return }
+        if topic == logTopic { metrics.logged(payload) }
+        let answered: AsyncStream<JSONValue>.Continuation?
+        let answer: JSONValue?
+        (answered, answer) = state.withLock { s in
+            if retain {
+                if payload.isEmpty { s.retained[topic] = nil } else { s.retained[topic] = payload }
+                append(&s, Change(seq: s.next, topic: topic, payload: nil))
+            } else {
+                append(&s, Change(seq: s.next, topic: topic, payload: payload))
+                if topic == logTopic {
+                    if s.recentLogs.count >= limits.recentLogs { s.recentLogs.removeFirst(s.recentLogs.count - limits.recentLogs + 1) }
+                    s.recentLogs.append(payload)
+                }
+            }
+            for w in s.wakers.values { w.yield() }
+            // A page's command is answered by its result (or a request's response) carrying its transaction.
+            guard !s.awaiting.isEmpty, !retain, topic.hasSuffix("/result") || topic.hasPrefix(responsePrefix),
+                  let json = try? JSONValue.parse(payload), case .string(let t)? = json["transaction"],
+                  let c = s.awaiting.removeValue(forKey: t) else { return (nil, nil) }
+            return (c, json)
+        }
+        if let answered, let answer {
+            answered.yield(answer)
+            answered.finish()
+        }
+    }
+
+    public func commandFinished(adapter: String, ok: Bool, seconds: Double) {
+        metrics.commandFinished(adapter: adapter, ok: ok, seconds: seconds)
+    }
+
+    public func commandRefused(topic: String) {
+        if case .set = scheme.classify(topic) { metrics.commandRefused() }
+    }
+
+    func append(_ s: inout State, _ c: Change) {
+        let cap = limits.ringEntries
+        // Make room: one slot, and the event bytes bound.
+        while s.count > 0 && (s.count == cap || s.eventBytes + (c.payload?.count ?? 0) > limits.ringEventBytes) {
+            if let old = s.ring[s.start] { s.eventBytes -= old.payload?.count ?? 0 }
+            s.ring[s.start] = nil
+            s.start = (s.start + 1) % cap
+            s.count -= 1
+        }
+        let i = (s.start + s.count) % cap
+        if i == s.ring.count { s.ring.append(c) } else { s.ring[i] = c }
+        s.count += 1
+        s.eventBytes += c.payload?.count ?? 0
+        s.next += 1
+    }
+
+    /// `<prefix>/<component>/<node>/<object>/config` → `<node>`.
+    static func node(ofDiscoveryTopic topic: String) -> String? {
+        let parts = topic.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count >= 4, parts.last == "config" else { return nil }
+        return String(parts[parts.count - 3])
+    }
+
+    // MARK: for the pages
+
+    /// A page's way to be woken when something changed (at most one wake-up waits).
+    func register(_ id: UInt64) -> (AsyncStream<Void>, AsyncStream<Void>.Continuation) {
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        state.withLock { $0.wakers[id] = continuation }
+        continuation.yield()
+        return (stream, continuation)
+    }
+
+    func unregister(_ id: UInt64) {
+        let c = state.withLock { $0.wakers.removeValue(forKey: id) }
+        c?.finish()
+    }
+
+    /// One message for a page: a topic and its payload (nil: the retained topic was cleared).
+    struct Item {
+        let topic: String
+        let payload: [UInt8]?
+    }
+
+    /// Everything a page that opens (or falls behind) is sent: every retained topic (the bridge's own
+    /// first, then devices; `excluded` prefixes left out) and the recent log lines, and the cursor to read
+    /// changes from.
+    func snapshot(excluded: [String]) -> (items: [Item], cursor: UInt64) {
+        state.withLock { s in
+            var bridge: [Item] = [], rest: [Item] = []
+            let bridgePrefix = scheme.bridge("")
+            for (t, p) in s.retained where !excluded.contains(where: { t.hasPrefix($0) }) {
+                if t.hasPrefix(bridgePrefix) { bridge.append(Item(topic: t, payload: p)) } else { rest.append(Item(topic: t, payload: p)) }
+            }
+            bridge.sort { Self.bridgeOrder($0.topic) < Self.bridgeOrder($1.topic) }
+            return (bridge + rest + s.recentLogs.map { Item(topic: logTopic, payload: $0) }, s.next)
+        }
+    }
+
+    /// bridge/info and bridge/devices first: the page can draw with them.
+    static func bridgeOrder(_ topic: String) -> Int {
+        if topic.hasSuffix("/bridge/info") { return 0 }
+        if topic.hasSuffix("/bridge/devices") { return 1 }
+        return 2
+    }
+
+    enum Read {
+        /// The page fell behind the ring: send it everything again.
+        case behind
+        /// Changes from the cursor (a retained topic once, with its latest payload), the cursor after them,
+        /// and whether more are waiting past `budget` bytes.
+        case changes([Item], cursor: UInt64, more: Bool)
+    }
+
+    func read(from cursor: UInt64, budget: Int, excluded: [String]) -> Read {
+        state.withLock { s in
+            let oldest = s.next - UInt64(s.count)
+            guard cursor >= oldest else { return .behind }
+            var items: [Item] = []
+            var seen: Set<String> = []
+            var bytes = 0
+            var c = cursor
+            let cap = limits.ringEntries
+            while c < s.next, bytes < budget {
+                let change = s.ring[(s.start + Int(c - oldest)) % cap]!
+                c += 1
+                if excluded.contains(where: { change.topic.hasPrefix($0) }) { continue }
+                if let p = change.payload {
+                    items.append(Item(topic: change.topic, payload: p))
+                    bytes += p.count + change.topic.utf8.count
+                } else if seen.insert(change.topic).inserted {
+                    let p = s.retained[change.topic]
+                    items.append(Item(topic: change.topic, payload: p))
+                    bytes += (p?.count ?? 0) + change.topic.utf8.count
+                }
+            }
+            return .changes(items, cursor: c, more: c < s.next)
+        }
+    }
+
+    /// The discovery configs of one device (its node), topic → payload.
+    func discoveryConfigs(adapter: String, deviceID: String) -> [(String, [UInt8])] {
+        let node = DiscoveryBuilder(scheme: scheme, version: "").nodeID(adapter: adapter, deviceID: deviceID)
+        return state.withLock { s in (s.discovery[node] ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) } }
+    }
+
+    /// Sends a page's command with `send` and waits for its result (or a request's response) carrying
+    /// `transaction`, at most `timeout` seconds (nil then).
+    func awaitAnswer(_ transaction: String, timeout: Double, send: @Sendable () async -> Void) async -> JSONValue? {
+        let (answers, continuation) = AsyncStream.makeStream(of: JSONValue.self, bufferingPolicy: .bufferingNewest(1))
+        state.withLock { $0.awaiting[transaction] = continuation }
+        await send()
+        return await withTaskGroup(of: JSONValue?.self) { g in
+            g.addTask {
+                for await a in answers { return a }
+                return nil
+            }
+            g.addTask {
+                try? await Task.sleep(for: .seconds(timeout))
+                return nil
+            }
+            let first = await g.next() ?? nil
+            state.withLock { $0.awaiting[transaction] = nil }
+            continuation.finish()
+            g.cancelAll()
+            return first
+        }
+    }
+
+    var retainedCount: Int { state.withLock { $0.retained.count } }
+}

@@ -1,0 +1,624 @@
+// Switchyard console (docs/console.md). One module, no dependencies. Everything shown comes from the
+// bridge's own publications, sent over one WebSocket as [topic, payload] pairs; every control sends the
+// same command a MQTT client would, on the same topic, and shows the bridge's answer where it was given.
+
+const $ = (id) => document.getElementById(id);
+const el = (tag, props = {}, ...kids) => {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else if (v === true) e.setAttribute(k, '');
+    else if (v !== false && v != null) e.setAttribute(k, v);
+  }
+  for (const k of kids) if (k != null) e.append(k);
+  return e;
+};
+const parse = (s) => { try { return JSON.parse(s); } catch { return s; } };
+
+const S = {
+  base: '', discovery: 'homeassistant', mirrors: [], auth: false,
+  info: null, health: null, status: null,
+  list: [],                 // bridge/devices
+  details: new Map(),       // "adapter/name" -> bridge/devices/<adapter>/<name>
+  byTopic: new Map(),       // state topic -> key
+  states: new Map(),        // key -> state object
+  avail: new Map(),         // key -> "online" | "offline"
+  ha: new Map(),            // "domain.object" -> {state, attrs}
+  cards: new Map(),         // key -> {card, update}
+  shared: new Set(),        // device names more than one adapter has
+  dirty: new Set(), rebuild: false, haDirty: false, logDirty: [],
+  nextId: 0, pending: new Map(), synced: false,
+};
+let ws = null;
+let frame = 0;
+
+// ---- the link ------------------------------------------------------------------------------------
+
+function connect(delay = 0) {
+  setTimeout(() => {
+    const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+    ws = new WebSocket(`${proto}//${location.host}/ws`);
+    ws.onopen = () => { link('connected'); delay = 0; mirrored = false; if (route().view === 'ha') subscribe(true); };
+    ws.onmessage = (ev) => receive(JSON.parse(ev.data));
+    ws.onclose = (ev) => {
+      for (const [, p] of S.pending) p.done({ status: 'error', error: 'the connection to the bridge closed' });
+      S.pending.clear();
+      if (ev.code === 1013) link(`refused: ${ev.reason || 'too many pages open'}; trying again`, true);
+      else link('disconnected from the bridge; reconnecting…', true);
+      connect(Math.min(10000, Math.max(1000, delay * 2)));
+    };
+  }, delay);
+}
+
+function link(text, down = false) {
+  const l = $('link');
+  l.textContent = text;
+  l.classList.toggle('down', down);
+}
+
+function send(obj) { if (ws && ws.readyState === WebSocket.OPEN) { ws.send(JSON.stringify(obj)); return true; } return false; }
+
+/// The mirror's topics only while its view is open (the bridge sends everything again when this changes).
+let mirrored = false;
+function subscribe(force = false) {
+  const want = route().view === 'ha';
+  if ((want !== mirrored || force) && send({ t: 'sub', mirror: want })) mirrored = want;
+}
+
+/// A command or request through the bridge; `done` gets its answer.
+function command(topic, payload, done) {
+  const id = ++S.nextId;
+  if (!send({ t: 'cmd', id, topic, payload })) { done({ status: 'error', error: 'not connected to the bridge' }); return; }
+  S.pending.set(id, { done });
+}
+
+function receive(m) {
+  switch (m.t) {
+    case 'hello':
+      S.base = m.base; S.discovery = m.discovery_prefix; S.mirrors = m.mirrors; S.auth = !!m.auth;
+      $('nav-ha').hidden = S.mirrors.length === 0;
+      $('logout').hidden = !S.auth;
+      break;
+    case 'reset':
+      S.synced = false;
+      S.list = []; S.details.clear(); S.states.clear(); S.avail.clear(); S.byTopic.clear(); S.ha.clear();
+      S.rebuild = true; S.haDirty = true;
+      break;
+    case 'synced':
+      S.synced = true;
+      if (S.status) renderStatus(); else link('connected');
+      break;
+    case 'm':
+      for (const [topic, payload] of m.m) message(topic, payload);
+      break;
+    case 'status':
+      S.status = m;
+      renderStatus();
+      break;
+    case 'res': {
+      const p = S.pending.get(m.id);
+      if (p) { S.pending.delete(m.id); p.done(m); }
+      break;
+    }
+    case 'disc':
+      renderDiscovery(m.configs);
+      break;
+  }
+  schedule();
+}
+
+// ---- what the bridge published -------------------------------------------------------------------
+
+function message(topic, payload) {
+  if (!topic.startsWith(S.base + '/')) return;
+  const rel = topic.slice(S.base.length + 1);
+  if (rel.startsWith('bridge/')) return bridgeMessage(rel.slice(7), payload);
+  const mirror = S.mirrors.find((a) => rel.startsWith(a + '/'));
+  if (mirror) return mirrorMessage(rel.slice(mirror.length + 1), payload);
+  if (rel.endsWith('/availability')) {
+    const key = S.byTopic.get(topic.slice(0, -13));
+    if (key) { if (payload == null) S.avail.delete(key); else S.avail.set(key, payload); S.dirty.add(key); }
+    return;
+  }
+  const key = S.byTopic.get(topic);
+  if (key) {
+    if (payload == null) S.states.delete(key); else S.states.set(key, parse(payload));
+    S.dirty.add(key);
+  } else if (payload != null && !rel.endsWith('/result')) {
+    S.states.set(rel, parse(payload));   // listed later: kept under its topic's key
+  }
+}
+
+function bridgeMessage(leaf, payload) {
+  if (leaf === 'info') { S.info = payload == null ? null : parse(payload); renderBridge(); }
+  else if (leaf === 'health') { S.health = payload == null ? null : parse(payload); renderBridge(); }
+  else if (leaf === 'devices') {
+    S.list = payload == null ? [] : parse(payload);
+    S.byTopic.clear();
+    for (const d of S.list) S.byTopic.set(d.topic, `${d.adapter}/${d.name}`);
+    S.rebuild = true;
+  } else if (leaf.startsWith('devices/')) {
+    const key = leaf.slice(8);
+    if (payload == null) S.details.delete(key); else S.details.set(key, parse(payload));
+    S.rebuild = true;
+  } else if (leaf === 'log' && payload != null) {
+    S.logDirty.push(parse(payload));
+  }
+}
+
+function mirrorMessage(rel, payload) {
+  const parts = rel.split('/');
+  if (parts.length < 3 || parts[0] === '_event') return;
+  const id = `${parts[0]}.${parts[1]}`;
+  const field = parts.slice(2).join('/');
+  let e = S.ha.get(id);
+  if (!e) { e = { state: null, attrs: {} }; S.ha.set(id, e); }
+  if (field === 'state') e.state = payload;
+  else if (payload == null || payload === '') delete e.attrs[field];
+  else e.attrs[field] = parse(payload);
+  if (e.state == null && Object.keys(e.attrs).length === 0) S.ha.delete(id);
+  S.haDirty = true;
+}
+
+// ---- drawing, once per animation frame -----------------------------------------------------------
+
+function schedule() { if (!frame) frame = requestAnimationFrame(draw); }
+
+function draw() {
+  frame = 0;
+  if (S.rebuild) { S.rebuild = false; buildDevices(); S.dirty.clear(); }
+  for (const key of S.dirty) S.cards.get(key)?.update();
+  S.dirty.clear();
+  if (S.logDirty.length) { appendLog(S.logDirty); S.logDirty = []; }
+  if (S.haDirty && route().view === 'ha') { S.haDirty = false; renderHA(); }
+  if (route().view === 'device') renderDevicePage(false);
+}
+
+const labels = { state: 'power', color: 'colour', color_temp: 'colour temperature', color_mode: 'colour mode' };
+const label = (field) => labels[field] ?? field.replaceAll('_', ' ');
+const hidden = new Set(['capabilities', 'label', 'model', 'group', 'location', 'app', 'appcode', 'zone_count', 'name']);
+
+/// A device as people and screen readers call it: its name, with its adapter when another adapter has a
+/// device of the same name (the demo has a virtual and a LIFX "kitchen").
+function spoken(d) { return S.shared.has(d.name) ? `${d.adapter} ${d.name}` : d.name; }
+
+function buildDevices() {
+  const counts = new Map();
+  for (const d of S.list) counts.set(d.name, (counts.get(d.name) ?? 0) + 1);
+  S.shared = new Set([...counts].filter(([, n]) => n > 1).map(([name]) => name));
+  const root = $('adapters');
+  root.replaceChildren();
+  S.cards.clear();
+  const adapters = [...new Set(S.list.map((d) => d.adapter))];
+  const select = $('filter-adapter');
+  const chosen = select.value;
+  select.replaceChildren(el('option', { value: '', text: 'all' }), ...adapters.map((a) => el('option', { value: a, text: a })));
+  select.value = adapters.includes(chosen) ? chosen : '';
+  for (const adapter of adapters) {
+    const cards = el('div', { class: 'cards' });
+    root.append(el('section', { class: 'adapter', 'data-adapter': adapter, 'aria-label': `${adapter} devices` },
+      el('h3', { text: adapter }), cards));
+    for (const d of S.list.filter((x) => x.adapter === adapter)) {
+      const key = `${d.adapter}/${d.name}`;
+      const early = S.states.get(d.topic.slice(S.base.length + 1));
+      if (early !== undefined && !S.states.has(key)) S.states.set(key, early);
+      const c = card(d, key);
+      S.cards.set(key, c);
+      cards.append(c.card);
+      c.update();
+    }
+  }
+  filter();
+}
+
+function card(d, key) {
+  const details = S.details.get(key);
+  const caps = details?.capabilities ?? [];
+  const badge = el('span', { class: 'badge' });
+  const meta = el('span', { class: 'meta' });
+  const state = el('div', { class: 'state' });
+  const controls = el('div', { class: 'controls' });
+  const updates = [];
+  for (const c of caps) {
+    if (!c.writable) continue;
+    if (!c.readable && !['action', 'activate', 'effect'].includes(c.name) && c.type !== 'action') continue;
+    const ctl = control(d, c);
+    if (ctl) { controls.append(ctl.node); updates.push(ctl.update); }
+  }
+  const node = el('article', { class: 'card', 'data-key': key, 'aria-label': spoken(d) },
+    el('header', {},
+      el('h4', {}, el('a', { href: `#/device/${key}`, text: d.name })),
+      details?.label && details.label !== d.name ? el('span', { class: 'meta', text: details.label }) : null,
+      badge),
+    meta, state, controls);
+  const update = () => {
+    const s = S.states.get(key) ?? {};
+    const a = S.avail.get(key) ?? 'unknown';
+    badge.textContent = a;
+    badge.className = `badge ${a}`;
+    node.classList.toggle('offline', a === 'offline');
+    node.dataset.availability = a;
+    const bits = [d.model || details?.model].filter(Boolean);
+    if (s.via) bits.push(`via ${s.via}`);
+    if (s.last_seen) bits.push(`last seen ${new Date(s.last_seen).toLocaleString()}`);
+    meta.textContent = bits.join(' · ');
+    state.textContent = Object.entries(s).filter(([k, v]) => !hidden.has(k) && typeof v !== 'object')
+      .map(([k, v]) => `${k}: ${v}`).join('  ');
+    for (const u of updates) u(s);
+  };
+  return { card: node, update };
+}
+
+/// One control for one writable field, named "<device> <field>" for screen readers and tests.
+function control(d, c, full = false) {
+  const name = `${spoken(d)} ${label(c.name)}`;
+  const error = el('p', { class: 'error', role: 'alert' });
+  const topic = `${d.topic}/set`;
+  const go = (value) => {
+    error.textContent = '';
+    command(topic, { [c.name]: value }, (r) => { if (r.status !== 'ok' && r.status !== 'sent') error.textContent = r.error ?? r.status; });
+  };
+  const row = el('div', { class: 'row' });
+  let update = () => {};
+  const busy = (e) => document.activeElement === e;
+  switch (c.type) {
+    case 'binary': {
+      const box = el('input', { type: 'checkbox', role: 'switch', 'aria-label': name,
+        onchange: () => go(box.checked ? 'ON' : 'OFF') });
+      row.append(box);
+      update = (s) => { if (!busy(box)) box.checked = s[c.name] === 'ON'; };
+      break;
+    }
+    case 'bool': {
+      if (c.name === 'activate') {
+        row.append(el('button', { type: 'button', 'aria-label': `${spoken(d)} activate`, text: 'Activate', onclick: () => go(true) }));
+        break;
+      }
+      const box = el('input', { type: 'checkbox', 'aria-label': name, onchange: () => go(box.checked) });
+      row.append(box);
+      update = (s) => { if (!busy(box)) box.checked = s[c.name] === true; };
+      break;
+    }
+    case 'integer': case 'number': {
+      const step = c.type === 'integer' ? 1 : Math.pow(10, -(c.precision ?? 2));
+      const range = el('input', { type: 'range', min: c.min, max: c.max, step, 'aria-label': name,
+        onchange: () => { value.value = range.value; go(Number(range.value)); } });
+      const value = el('input', { type: 'number', step, 'aria-label': `${name} value`,
+        onchange: () => { if (value.value !== '') go(Number(value.value)); } });
+      row.append(range, value, c.unit ? el('span', { class: 'meta', text: c.unit }) : null);
+      if (!c.readable) { range.hidden = true; }
+      update = (s) => {
+        const v = s[c.name];
+        if (typeof v !== 'number') return;
+        if (!busy(range)) range.value = v;
+        if (!busy(value)) value.value = v;
+      };
+      break;
+    }
+    case 'enum': {
+      const sel = el('select', { 'aria-label': name, onchange: () => { if (sel.value) go(sel.value); } },
+        el('option', { value: '', text: '—' }), ...c.values.map((v) => el('option', { value: v, text: v })));
+      row.append(sel);
+      update = (s) => { if (!busy(sel) && s[c.name] != null) sel.value = s[c.name]; };
+      break;
+    }
+    case 'action':
+      for (const v of c.values) row.append(el('button', { type: 'button', 'aria-label': `${name} ${v}`, text: v, onclick: () => go(v) }));
+      break;
+    case 'text': {
+      const input = el('input', { type: 'text', maxlength: c.max_length, 'aria-label': name });
+      row.append(input, el('button', { type: 'button', 'aria-label': `${name} send`, text: 'Set', onclick: () => go(input.value) }));
+      update = (s) => { if (!busy(input) && typeof s[c.name] === 'string') input.value = s[c.name]; };
+      break;
+    }
+    case 'object': {
+      const members = c.members ?? [];
+      const h = members.find((m) => m.name === 'h'), sat = members.find((m) => m.name === 's');
+      const effect = members.find((m) => m.name === 'name' && m.type === 'enum');
+      if (h && sat) {
+        const pick = el('input', { type: 'color', 'aria-label': name, onchange: () => go(hexToHS(pick.value)) });
+        row.append(pick);
+        update = (s) => { const v = s[c.name]; if (v && typeof v.h === 'number' && !busy(pick)) pick.value = hsToHex(v.h, v.s); };
+      } else if (effect && !full) {
+        const sel = el('select', { 'aria-label': name }, ...effect.values.map((v) => el('option', { value: v, text: v })));
+        row.append(sel, el('button', { type: 'button', 'aria-label': `${name} start`, text: 'Start', onclick: () => go({ name: sel.value }) }));
+        update = (s) => { if (!busy(sel) && typeof s[c.name] === 'string' && effect.values.includes(s[c.name])) sel.value = s[c.name]; };
+      } else {
+        return jsonControl(d, c, name, go, error, example(c));
+      }
+      break;
+    }
+    case 'list': {
+      const ctl = jsonControl(d, c, name, go, error, example(c));
+      if (c.name === 'zones') {
+        const bar = el('div', { class: 'zones', 'aria-hidden': 'true' });
+        ctl.node.querySelector('.row').before(bar);
+        const inner = ctl.update;
+        ctl.update = (s) => { inner(s); drawZones(bar, s.zones); };
+      }
+      return ctl;
+    }
+    default:
+      return null;
+  }
+  return { node: el('div', { class: 'control', 'data-field': c.name }, el('span', { class: 'label', text: label(c.name) }), row, error), update };
+}
+
+/// A field edited as JSON (a strip's zones, an effect with its options): sent as typed.
+function jsonControl(d, c, name, go, error, placeholder) {
+  const area = el('textarea', { 'aria-label': name, placeholder, spellcheck: 'false' });
+  const button = el('button', { type: 'button', 'aria-label': `${name} send`, text: 'Send', onclick: () => {
+    try { go(JSON.parse(area.value || placeholder)); } catch (e) { error.textContent = `not JSON: ${e.message}`; }
+  } });
+  const row = el('div', { class: 'row' }, area, button);
+  return { node: el('div', { class: 'control', 'data-field': c.name }, el('span', { class: 'label', text: label(c.name) }), row, error), update: () => {} };
+}
+
+function example(c) {
+  const one = (x) => {
+    switch (x.type) {
+      case 'binary': return 'ON';
+      case 'bool': return true;
+      case 'integer': case 'number':
+        if (x.name === 'start') return x.min;
+        if (x.name === 'end') return Math.min(x.max, x.min + 7);
+        return Math.min(x.max, Math.max(x.min, Math.round((x.min + x.max) / 2)));
+      case 'enum': case 'action': return x.values[0];
+      case 'text': return x.name.includes('colo') ? 'red' : '';
+      case 'object': return Object.fromEntries((x.members ?? []).filter((m) => m.name === 'name' || m.name === 'h' || m.name === 's' || m.name === 'start' || m.name === 'end' || m.name === 'color')
+        .map((m) => [m.name, one(m)]));
+      case 'list': return [one(x.items)];
+      default: return null;
+    }
+  };
+  return JSON.stringify(one(c));
+}
+
+function drawZones(bar, zones) {
+  if (!Array.isArray(zones)) { bar.hidden = true; return; }
+  bar.hidden = false;
+  const spans = zones.map((z) => {
+    const s = el('span');
+    const c = z.color ?? z;
+    s.style.background = typeof c.h === 'number' ? `hsl(${c.h} ${c.s ?? 0}% ${50 - (c.s ?? 0) / 4}%)` : '#888';
+    return s;
+  });
+  bar.replaceChildren(...spans);
+}
+
+function hexToHS(hex) {
+  const [r, g, b] = [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16) / 255);
+  const max = Math.max(r, g, b), min = Math.min(r, g, b), d = max - min;
+  let h = 0;
+  if (d) h = max === r ? ((g - b) / d) % 6 : max === g ? (b - r) / d + 2 : (r - g) / d + 4;
+  return { h: Math.round((h * 60 + 360) % 360), s: Math.round(max ? (d / max) * 100 : 0) };
+}
+
+function hsToHex(h, s) {
+  const v = 1, c = v * s / 100, x = c * (1 - Math.abs(((h / 60) % 2) - 1)), m = v - c;
+  const [r, g, b] = h < 60 ? [c, x, 0] : h < 120 ? [x, c, 0] : h < 180 ? [0, c, x] : h < 240 ? [0, x, c] : h < 300 ? [x, 0, c] : [c, 0, x];
+  return '#' + [r, g, b].map((n) => Math.round((n + m) * 255).toString(16).padStart(2, '0')).join('');
+}
+
+function filter() {
+  const name = $('filter-name').value.trim().toLowerCase();
+  const adapter = $('filter-adapter').value;
+  const availability = $('filter-availability').value;
+  let shown = 0;
+  for (const [key, c] of S.cards) {
+    const label = S.details.get(key)?.label ?? '';
+    const ok = (!name || key.toLowerCase().includes(name) || label.toLowerCase().includes(name))
+      && (!adapter || key.startsWith(adapter + '/'))
+      && (!availability || (S.avail.get(key) ?? 'unknown') === availability);
+    c.card.hidden = !ok;
+    if (ok) shown++;
+  }
+  for (const sec of document.querySelectorAll('#adapters > section')) sec.hidden = !sec.querySelector('.card:not([hidden])');
+  $('device-count').textContent = `${shown} of ${S.cards.size} devices`;
+}
+
+// ---- the device page -----------------------------------------------------------------------------
+
+let devicePageKey = null;
+let deviceUpdates = [];
+
+function renderDevicePage(rebuild) {
+  const key = route().key;
+  const d = S.list.find((x) => `${x.adapter}/${x.name}` === key);
+  if (!d) { $('device-title').textContent = key; $('device-detail').replaceChildren(el('p', { text: 'No such device (yet).' })); devicePageKey = null; return; }
+  const s = S.states.get(key) ?? {};
+  if (!rebuild && devicePageKey === key) { for (const u of deviceUpdates) u(s); $('device-state').textContent = JSON.stringify(s, null, 2); return; }
+  devicePageKey = key;
+  const details = S.details.get(key) ?? {};
+  $('device-title').textContent = `${d.name}${details.label && details.label !== d.name ? ` (${details.label})` : ''}`;
+  const controls = el('div', { class: 'controls' });
+  deviceUpdates = [];
+  for (const c of details.capabilities ?? []) {
+    if (!c.writable) continue;
+    const ctl = control(d, c, true);
+    if (ctl) { controls.append(ctl.node); deviceUpdates.push(ctl.update); }
+  }
+  const broker = brokerArgs();
+  const lines = [[`mosquitto_sub${broker} -v -t '${d.topic}' -t '${d.topic}/availability' -t '${d.topic}/result'`]];
+  for (const c of details.capabilities ?? []) {
+    if (c.writable) lines.push([`mosquitto_pub${broker} -t '${d.topic}/set' -m '${JSON.stringify({ [c.name]: JSON.parse(example(c)) })}'`]);
+  }
+  lines.push([`mosquitto_pub${broker} -t '${d.topic}/get' -n`]);
+  const caps = el('table', {}, el('thead', {}, el('tr', {}, ...['Field', 'Type', 'Range or values', 'Unit', 'Writable', 'Readable'].map((t) => el('th', { text: t })))),
+    el('tbody', {}, ...(details.capabilities ?? []).map((c) => el('tr', {},
+      el('td', { text: c.name }), el('td', { text: c.type }),
+      el('td', { text: c.values ? c.values.join(', ') : c.min != null ? `${c.min} – ${c.max}` : c.members ? c.members.map((m) => m.name).join(', ') : '' }),
+      el('td', { text: c.unit ?? '' }), el('td', { text: c.writable ? 'yes' : '' }), el('td', { text: c.readable ? 'yes' : '' })))));
+  $('device-detail').replaceChildren(
+    el('dl', { class: 'facts' },
+      el('dt', { text: 'Adapter' }), el('dd', { text: d.adapter }),
+      el('dt', { text: 'Model' }), el('dd', { text: [details.manufacturer, details.model].filter(Boolean).join(' ') }),
+      el('dt', { text: 'Id' }), el('dd', { text: d.id }),
+      el('dt', { text: 'Availability' }), el('dd', { text: S.avail.get(key) ?? 'unknown' })),
+    el('h3', { text: 'Controls' }), controls,
+    el('h3', { text: 'State' }), el('pre', { id: 'device-state', text: JSON.stringify(s, null, 2) }),
+    el('h3', { text: 'Capabilities' }), caps,
+    el('h3', { text: 'Topics' }), ...lines.map(([l]) => copyLine(l)),
+    el('h3', { text: 'Home Assistant discovery' }), el('div', { id: 'discovery', text: 'asking the bridge…' }));
+  for (const u of deviceUpdates) u(s);
+  send({ t: 'disc', id: ++S.nextId, adapter: d.adapter, device_id: d.id });
+}
+
+function brokerArgs() {
+  const url = S.info?.broker ?? '';
+  const m = /^mqtts?:\/\/([^:/]+|\[[^\]]+\]):(\d+)/.exec(url);
+  if (!m) return '';
+  const host = m[1] === '127.0.0.1' || m[1] === 'localhost' ? '' : ` -h ${m[1]}`;
+  const port = m[2] === '1883' ? '' : ` -p ${m[2]}`;
+  return host + port;
+}
+
+function copyLine(text) {
+  const code = el('code', { text });
+  return el('div', { class: 'copy' }, code, el('button', { type: 'button', 'aria-label': `copy ${text}`, text: 'Copy', onclick: async (e) => {
+    try { await navigator.clipboard.writeText(text); e.target.textContent = 'Copied'; } catch {
+      getSelection().selectAllChildren(code); e.target.textContent = 'Selected';
+    }
+  } }));
+}
+
+function renderDiscovery(configs) {
+  const box = $('discovery');
+  if (!box) return;
+  if (!configs.length) { box.textContent = 'Nothing announced (discovery is off, or this device has no entity).'; return; }
+  box.replaceChildren(el('table', {},
+    el('thead', {}, el('tr', {}, ...['Component', 'Entity', 'Name', 'Unique id', 'Config topic'].map((t) => el('th', { text: t })))),
+    el('tbody', {}, ...configs.map(([topic, payload]) => {
+      const c = parse(payload) ?? {};
+      const component = topic.split('/')[1];
+      return el('tr', {}, el('td', { text: component }), el('td', { text: c.default_entity_id ?? `${component}.${c.object_id ?? ''}` }),
+        el('td', { text: c.name ?? c.device?.name ?? '' }), el('td', { text: c.unique_id ?? '' }), el('td', { text: topic }));
+    }))));
+}
+
+// ---- the bridge ----------------------------------------------------------------------------------
+
+function facts(dl, pairs) {
+  dl.replaceChildren(...pairs.flatMap(([k, v]) => [el('dt', { text: k }), el('dd', { text: String(v) })]));
+}
+
+function renderBridge() {
+  const info = S.info ?? {};
+  facts($('bridge-facts'), [['Version', info.version ?? '?'], ['Started', info.started_at ?? '?'], ['Broker', info.broker ?? '?'],
+    ['Base topic', info.mqtt?.base_topic ?? S.base], ['MQTT', `${info.mqtt?.protocol ?? ''} as ${info.mqtt?.client_id ?? ''}`],
+    ['Restart required for', (info.restart_required ?? []).join(', ') || 'nothing']]);
+  $('config').textContent = JSON.stringify(info.config ?? {}, null, 2);
+  renderLive();
+}
+
+/// What the bridge says every 2 s (`status`), or else its last bridge/health.
+function renderLive() {
+  const live = S.status ?? S.health ?? {};
+  const info = S.info ?? {};
+  const tbody = $('adapter-table').tBodies[0];
+  tbody.replaceChildren(...Object.entries(info.adapters ?? {}).map(([id, status]) => {
+    const h = live.adapters?.[id] ?? {};
+    const st = h.status ?? status;
+    const cls = st === 'running' ? 'ok' : st.startsWith('error') ? 'bad' : 'warn';
+    return el('tr', {}, el('td', { text: id }), el('td', { class: cls, text: st }), el('td', { text: h.devices ?? '' }),
+      el('td', { text: h.requests ?? '' }), el('td', { text: h.errors ?? '' }), el('td', { text: h.last_error ?? '' }));
+  }));
+  facts($('health'), [['Ready', S.status ? (S.status.ready ? 'yes' : `no: ${S.status.reasons.join(', ')}`) : '?'],
+    ['Uptime', live.uptime != null ? `${Math.round(live.uptime)} s` : '?'],
+    ['Resident memory', live.rss_bytes ? `${(live.rss_bytes / 1048576).toFixed(1)} MB` : '?'],
+    ...Object.entries(live.mqtt ?? {}).map(([k, v]) => [`mqtt ${k.replaceAll('_', ' ')}`, v])]);
+  const limits = Object.entries(live.limits ?? {});
+  facts($('limits'), limits.length ? limits : [['none', 'no bound has been hit']]);
+}
+
+function renderStatus() {
+  const s = S.status;
+  if (!s) return;
+  link(`${s.ready ? 'ready' : 'not ready: ' + (s.reasons ?? []).join(', ')} · broker ${s.mqtt?.connected ? 'connected' : 'disconnected'}`, !s.mqtt?.connected);
+  if (route().view === 'bridge') renderLive();
+}
+
+function request(path, button) {
+  const out = $('request-result');
+  button.disabled = true;
+  out.textContent = `${path}…`;
+  command(`${S.base}/bridge/request/${path}`, {}, (r) => {
+    button.disabled = false;
+    out.textContent = r.status === 'ok' ? `${path}: ok ${JSON.stringify(r.data ?? {})}` : `${path}: ${r.error ?? r.status}`;
+  });
+}
+
+// ---- the log -------------------------------------------------------------------------------------
+
+const rank = { info: 0, warning: 1, error: 2 };
+
+function appendLog(entries) {
+  const list = $('log');
+  const min = rank[$('log-level').value] ?? -1;
+  for (const e of entries) {
+    const level = e.level ?? 'info';
+    const li = el('li', { class: level, 'data-level': level },
+      el('time', { text: new Date().toLocaleTimeString() }), `${level}: ${e.message ?? ''}${e.topic ? `  (${e.topic})` : ''}`);
+    li.hidden = (rank[level] ?? 0) < min;
+    list.prepend(li);
+  }
+  while (list.children.length > 500) list.lastChild.remove();
+}
+
+function filterLog() {
+  const min = rank[$('log-level').value] ?? -1;
+  for (const li of $('log').children) li.hidden = (rank[li.dataset.level] ?? 0) < min;
+}
+
+// ---- the Home Assistant mirror -------------------------------------------------------------------
+
+function renderHA() {
+  const q = $('ha-filter').value.trim().toLowerCase();
+  const rows = [];
+  let shown = 0;
+  for (const [id, e] of [...S.ha].sort(([a], [b]) => a.localeCompare(b))) {
+    const name = e.attrs.friendly_name ?? '';
+    if (q && !id.includes(q) && !String(name).toLowerCase().includes(q)) continue;
+    shown++;
+    if (rows.length < 1000) {
+      rows.push(el('tr', {}, el('td', { text: id }), el('td', { text: name }), el('td', { text: e.state ?? '' }),
+        el('td', { class: 'meta', text: Object.entries(e.attrs).filter(([k]) => k !== 'friendly_name').map(([k, v]) => `${k}: ${JSON.stringify(v)}`).join('  ') })));
+    }
+  }
+  $('ha-table').tBodies[0].replaceChildren(...rows);
+  $('ha-count').textContent = `${shown} of ${S.ha.size} entities${shown > rows.length ? ` (first ${rows.length} shown)` : ''}`;
+}
+
+// ---- views ---------------------------------------------------------------------------------------
+
+function route() {
+  const h = location.hash.replace(/^#\/?/, '');
+  if (h.startsWith('device/')) return { view: 'device', key: decodeURIComponent(h.slice(7)) };
+  if (h === 'bridge' || h === 'log' || h === 'ha') return { view: h };
+  return { view: 'devices' };
+}
+
+function show() {
+  const r = route();
+  for (const v of ['devices', 'device', 'bridge', 'log', 'ha']) $(`view-${v}`).hidden = v !== r.view;
+  for (const v of ['devices', 'bridge', 'log', 'ha']) {
+    const a = $(`nav-${v}`);
+    if ((r.view === v) || (v === 'devices' && r.view === 'device')) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+  }
+  if (r.view === 'device') renderDevicePage(true);
+  if (r.view === 'ha') { S.haDirty = false; renderHA(); }
+  subscribe();
+}
+
+addEventListener('hashchange', show);
+$('filter-name').addEventListener('input', filter);
+$('filter-adapter').addEventListener('change', filter);
+$('filter-availability').addEventListener('change', filter);
+$('log-level').addEventListener('change', filterLog);
+$('log-clear').addEventListener('click', () => $('log').replaceChildren());
+$('ha-filter').addEventListener('input', renderHA);
+for (const b of document.querySelectorAll('[data-request]')) b.addEventListener('click', () => request(b.dataset.request, b));
+show();
+connect();

@@ -1,0 +1,58 @@
+import Foundation
+import SwitchyardCore
+
+/// A test adapter: devices the test declares, commands it records, state the test pushes.
+public actor ScriptedAdapter: Adapter {
+    public nonisolated let id: String
+    var devices: [DeviceDescriptor]
+    var initial: [String: [String: JSONValue]]
+    public private(set) var commands: [DeviceCommand] = []
+    public private(set) var refreshes: [String] = []
+    var failWith: String?
+    var context: AdapterContext?
+    /// True while `run` runs: the engine must have ended it when it stops the adapter.
+    public private(set) var running = false
+
+    public init(id: String = "test", devices: [DeviceDescriptor], initial: [String: [String: JSONValue]] = [:]) {
+        self.id = id
+        self.devices = devices
+        self.initial = initial
+    }
+
+    public static func lamp(_ id: String = "lamp-1", name: String = "lamp") -> DeviceDescriptor {
+        DeviceDescriptor(id: id, label: "Lamp", configuredName: name, model: "test lamp", manufacturer: "Tests", category: .light,
+                         capabilities: [.state(), .brightness(), .colorTemp(minKelvin: 2500, maxKelvin: 9000), .color(), .colorMode(), .transition()])
+    }
+
+    public func run(context: AdapterContext) async throws {
+        running = true
+        defer { running = false }
+        self.context = context
+        await context.setDevices(devices, authoritative: false)
+        for d in devices { await context.update(d.id, initial[d.id] ?? ["state": "OFF", "brightness": 50]) }
+        await context.setStatus(.running)
+        while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+    }
+
+    public func perform(_ command: DeviceCommand, context: AdapterContext) async throws {
+        commands.append(command)
+        if let failWith { throw AdapterError(failWith) }
+        var fields = command.fields
+        if fields["state"] == "TOGGLE" {
+            fields["state"] = await context.state(of: command.deviceID)?["state"] == "ON" ? "OFF" : "ON"
+        }
+        fields["transition"] = nil
+        await context.update(command.deviceID, fields)
+    }
+
+    public func refresh(deviceID: String, context: AdapterContext) async throws { refreshes.append(deviceID) }
+
+    public func setFailure(_ message: String?) { failWith = message }
+    public func push(_ deviceID: String, _ fields: [String: JSONValue]) async { await context?.update(deviceID, fields) }
+    public func report(_ reports: [DeviceReport]) async { await context?.report(reports) }
+    public func list(_ devices: [DeviceDescriptor]) async {
+        self.devices = devices
+        await context?.setDevices(devices, authoritative: false)
+    }
+    public func emit(_ type: String) async { await context?.event(type, ["from": "test"]) }
+}

@@ -1,0 +1,53 @@
+import Foundation
+import Testing
+import SwitchyardTestSupport
+import SwitchyardWebTesting
+
+/// The page in a real browser (Debian's chromium through chromedriver, driven by selenium from the venv
+/// `make test` makes), against the demo on a real Mosquitto: Tests/browser/console_test.py says what it
+/// checks. `SWITCHYARD_CONSOLE_SCREENSHOTS=DIR` keeps a PNG of each view (docs/images/ has them).
+@Suite(.serialized, .enabled(if: BrowserEnvironment.unavailable == nil, Comment(rawValue: BrowserEnvironment.unavailable ?? "")))
+struct BrowserTests {
+    static let repo = BrowserEnvironment.repo
+    static let python = BrowserEnvironment.python
+
+    @Test func theConsoleInABrowserAgainstTheDemo() async throws {
+        let sim = try #require(TestEnvironment.simulatorBinary(), "switchyard-sim is not built next to the tests")
+        let broker = try await Broker.start()
+        defer { broker.stop() }
+        let base = uniqueBase()
+        let web = TestEnvironment.freePort()
+        let dir = TestEnvironment.makeTempDir("browser")
+        let demo = try ChildProcess(path: sim, arguments: ["demo", "--port", "\(broker.port)", "--base-topic", base, "--web", "127.0.0.1:\(web)",
+                                                           "--log-level", "warning"],
+                                    outputFile: dir.appendingPathComponent("demo.log").path)
+        defer { demo.terminateAndReap() }
+        try await waitUntil("the demo's console is ready", timeout: 60) {
+            (try? HTTPProbe.request(port: web, "/readyz", timeout: 2))?.status == 200
+        }
+        var arguments = [Self.repo.appendingPathComponent("Tests/browser/console_test.py").path, "--url", "http://127.0.0.1:\(web)",
+                         "--mqtt-port", "\(broker.port)", "--base", base, "--docs", Self.repo.appendingPathComponent("docs/console.md").path]
+        if let shots = ProcessInfo.processInfo.environment["SWITCHYARD_CONSOLE_SCREENSHOTS"] { arguments += ["--screenshots", shots] }
+        let log = dir.appendingPathComponent("browser.log").path
+        let browser = try ChildProcess(path: Self.python, arguments: arguments, outputFile: log)
+        let status = await browser.wait(timeout: 240)
+        if status == nil { browser.terminateAndReap() }
+        let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        print(output)
+        #expect(status == 0, "the browser test failed:\n\(output)")
+        #expect(output.contains("all checks passed"))
+    }
+}
+
+enum BrowserEnvironment {
+    static let repo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let python = ProcessInfo.processInfo.environment["SWITCHYARD_WEB_PYTHON"] ?? repo.appendingPathComponent(".build/web-venv/bin/python").path
+
+    static var unavailable: String? {
+        if !FileManager.default.isExecutableFile(atPath: python) {
+            return "no selenium venv at \(python) (make test makes it: make .build/web-venv/bin/python)"
+        }
+        if !FileManager.default.isExecutableFile(atPath: "/usr/bin/chromedriver") { return "chromium-driver is not installed (make test installs it)" }
+        return nil
+    }
+}

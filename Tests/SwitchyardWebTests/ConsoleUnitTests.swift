@@ -1,0 +1,265 @@
+import Foundation
+import Testing
+import SwitchyardCLI
+import SwitchyardConfig
+import SwitchyardCore
+@testable import SwitchyardWeb
+import SwitchyardWebTesting
+
+@Suite struct ConsoleAuthTests {
+    @Test func tokensAreComparedWhole() {
+        #expect(ConsoleAuth.constantTimeEqual(Array("abcdef0123456789".utf8), Array("abcdef0123456789".utf8)))
+        #expect(!ConsoleAuth.constantTimeEqual(Array("abcdef0123456789".utf8), Array("abcdef012345678".utf8)))
+        #expect(!ConsoleAuth.constantTimeEqual(Array("abcdef0123456789".utf8), Array("abcdef0123456789x".utf8)))
+        #expect(!ConsoleAuth.constantTimeEqual(Array("abcdef0123456789".utf8), Array("bbcdef0123456789".utf8)))
+        #expect(!ConsoleAuth.constantTimeEqual([], Array("a".utf8)))
+    }
+
+    @Test func bearerOrSessionCookieWhenATokenIsSet() {
+        let auth = ConsoleAuth(token: "s3cret-token-0123456789", secure: false)
+        #expect(!auth.allows(authorization: nil, cookie: nil))
+        #expect(auth.allows(authorization: "Bearer s3cret-token-0123456789", cookie: nil))
+        #expect(auth.allows(authorization: "bearer  s3cret-token-0123456789 ", cookie: nil))
+        #expect(!auth.allows(authorization: "Bearer s3cret-token-012345678", cookie: nil))
+        #expect(!auth.allows(authorization: "Basic czNjcmV0", cookie: nil))
+        #expect(!auth.allows(authorization: nil, cookie: "switchyard_console=s3cret-token-0123456789"))
+        let cookie = auth.newSession()
+        #expect(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict") && !cookie.contains("Secure"))
+        let value = String(cookie.split(separator: ";")[0])
+        #expect(auth.allows(authorization: nil, cookie: "other=1; \(value)"))
+        _ = auth.endSession(cookie: value)
+        #expect(!auth.allows(authorization: nil, cookie: value))
+        #expect(ConsoleAuth(token: "x", secure: true).newSession().hasSuffix("; Secure"))
+    }
+
+    @Test func sessionsAreBounded() {
+        let auth = ConsoleAuth(token: "s3cret-token-0123456789", secure: false)
+        let first = String(auth.newSession().split(separator: ";")[0])
+        for _ in 0..<ConsoleAuth.maxSessions { _ = auth.newSession() }
+        #expect(auth.sessions.withLock { $0.count } == ConsoleAuth.maxSessions)
+        #expect(!auth.allows(authorization: nil, cookie: first))
+    }
+
+    @Test func withoutATokenOnlyLoopbackHostsAndTheConsolesOwnOrigin() {
+        let open = ConsoleAuth(token: nil, secure: false)
+        #expect(open.allows(authorization: nil, cookie: nil))
+        #expect(open.sameOrigin(host: "127.0.0.1:9180", origin: nil))
+        #expect(open.sameOrigin(host: "localhost:9180", origin: "http://localhost:9180"))
+        #expect(open.sameOrigin(host: "[::1]:9180", origin: nil))
+        // DNS rebinding: a name of the attacker's that resolves to 127.0.0.1.
+        #expect(!open.sameOrigin(host: "evil.example:9180", origin: nil))
+        // Another site open in the same browser.
+        #expect(!open.sameOrigin(host: "127.0.0.1:9180", origin: "http://evil.example"))
+        #expect(!open.sameOrigin(host: nil, origin: nil))
+        // A WebSocket library's own Origin (no browser sends a ws: one).
+        #expect(open.sameOrigin(host: "127.0.0.1:9180", origin: "ws://127.0.0.1"))
+        let guarded = ConsoleAuth(token: "s3cret-token-0123456789", secure: false)
+        #expect(guarded.sameOrigin(host: "bridge.lan:9180", origin: "http://bridge.lan:9180"))
+        #expect(!guarded.sameOrigin(host: "bridge.lan:9180", origin: "http://evil.example"))
+    }
+
+    @Test func formAndCookieParsing() {
+        #expect(ConsoleAuth.formField("a=1&token=ab%2Bc+d%3D", "token") == "ab+c d=")
+        #expect(ConsoleAuth.formField("tokenx=1", "token") == nil)
+        #expect(ConsoleAuth.cookieValue("a=1; switchyard_console=xyz; b=2", name: "switchyard_console") == "xyz")
+        #expect(ConsoleAuth.percentDecoded("%zz%4") == "%zz%4")
+    }
+}
+
+@Suite struct WebConfigTests {
+    func parse(_ web: String, env: [String: String] = [:]) -> Result<SwitchyardConfig, ConfigErrors> {
+        Result { () throws(ConfigErrors) in try SwitchyardConfig.parse(yaml: "log: {level: info}\nweb:\n\(web)", file: "c.yaml", upstreams: upstreams, environment: env) }
+    }
+
+    @Test func defaultsAreOnAndLoopback() throws {
+        let c = try SwitchyardConfig.parse(yaml: "", file: "c.yaml", upstreams: upstreams)
+        #expect(c.web.enabled && c.web.host == "127.0.0.1" && c.web.port == 9180 && c.web.authToken == nil)
+        #expect(c.web.url == "http://127.0.0.1:9180")
+        #expect(c.redactedJSON["web"]?["listen"] == "127.0.0.1:9180")
+    }
+
+    @Test func listeningOffLoopbackWithoutATokenIsAProblemAtItsPosition() throws {
+        guard case .failure(let e) = parse("  listen: 0.0.0.0:9180\n") else { Issue.record("accepted"); return }
+        #expect(e.problems.count == 1)
+        #expect(e.problems[0].description.hasPrefix("c.yaml:3:11: web.listen: listening on 0.0.0.0 (not loopback) needs web.auth_token"))
+        // With a token (also from a file), or disabled, it is fine; so is any loopback address.
+        let ok = try parse("  listen: 0.0.0.0:9180\n  auth_token: ${T}\n", env: ["T": "0123456789abcdef0123"]).get()
+        #expect(ok.web.authToken == "0123456789abcdef0123" && ok.redactedJSON["web"]?["auth_token"] == "***")
+        #expect(ok.secretValues.contains("0123456789abcdef0123"))
+        _ = try parse("  listen: 0.0.0.0:9180\n  enabled: false\n").get()
+        _ = try parse("  listen: 127.9.9.9:1\n").get()
+        _ = try parse("  listen: \"[::1]:9180\"\n").get()
+        guard case .failure = parse("  listen: \"[::]:9180\"\n") else { Issue.record("[::] accepted without a token"); return }
+    }
+
+    @Test func malformedValuesAreProblems() {
+        for (yaml, words) in [("  listen: 9180\n", "expected host:port"), ("  listen: ::1:9180\n", "expected host:port"),
+                              ("  listen: a:70000\n", "expected host:port"), ("  auth_token: short\n", "shorter than 16"),
+                              ("  tls_cert: /nonexistent.pem\n", "cannot be read"), ("  max_clients: 0\n", "out of range"),
+                              ("  colour: blue\n", "unknown key")] {
+            guard case .failure(let e) = parse(yaml) else { Issue.record("accepted: \(yaml)"); continue }
+            #expect(e.problems.contains { $0.message.contains(words) }, "\(yaml): \(e.description)")
+        }
+    }
+}
+
+@Suite struct ConsoleFeedTests {
+    let scheme = TopicScheme(base: "sy")
+
+    func drain(_ feed: ConsoleFeed, from cursor: UInt64) -> ([ConsoleFeed.Item], UInt64) {
+        guard case .changes(let items, let next, _) = feed.read(from: cursor, budget: 1 << 20, excluded: []) else { return ([], cursor) }
+        return (items, next)
+    }
+
+    @Test func aRetainedTopicChangedManyTimesIsSentOnceWithItsLatestPayload() {
+        let feed = ConsoleFeed(scheme: scheme)
+        let (_, cursor) = feed.snapshot(excluded: [])
+        for i in 0..<10 { feed.published(topic: "sy/virtual/kitchen", payload: Array("{\"brightness\":\(i)}".utf8), retain: true) }
+        feed.published(topic: "sy/bridge/log", payload: Array(#"{"level":"error","message":"x"}"#.utf8), retain: false)
+        feed.published(topic: "sy/bridge/log", payload: Array(#"{"level":"error","message":"y"}"#.utf8), retain: false)
+        let (items, next) = drain(feed, from: cursor)
+        #expect(items.map(\.topic) == ["sy/virtual/kitchen", "sy/bridge/log", "sy/bridge/log"])
+        #expect(items.first.flatMap { $0.payload.map { String(decoding: $0, as: UTF8.self) } } == #"{"brightness":9}"#)
+        #expect(drain(feed, from: next).0.isEmpty)
+        // A cleared retained topic is sent as cleared (nil), and is gone from the snapshot.
+        feed.published(topic: "sy/virtual/kitchen", payload: [], retain: true)
+        let (cleared, _) = drain(feed, from: next)
+        #expect(cleared.count == 1 && cleared[0].payload == nil)
+        #expect(!feed.snapshot(excluded: []).items.contains { $0.topic == "sy/virtual/kitchen" })
+        // Other bases and the broker's own topics are not the console's.
+        feed.published(topic: "sy2/virtual/kitchen", payload: Array("{}".utf8), retain: true)
+        feed.published(topic: "other/x", payload: Array("{}".utf8), retain: true)
+        #expect(feed.retainedCount == 0)
+    }
+
+    @Test func aPageBehindTheRingIsToldToStartAgain() {
+        var limits = ConsoleFeed.Limits()
+        limits.ringEntries = 8
+        let feed = ConsoleFeed(scheme: scheme, limits: limits)
+        let (_, cursor) = feed.snapshot(excluded: [])
+        for i in 0..<8 { feed.published(topic: "sy/virtual/l\(i)", payload: Array("{}".utf8), retain: true) }
+        guard case .changes(let items, _, _) = feed.read(from: cursor, budget: 1 << 20, excluded: []) else { Issue.record("behind too early"); return }
+        #expect(items.count == 8)
+        feed.published(topic: "sy/virtual/l9", payload: Array("{}".utf8), retain: true)
+        guard case .behind = feed.read(from: cursor, budget: 1 << 20, excluded: []) else { Issue.record("not behind"); return }
+        // The snapshot has everything, bridge/info first.
+        feed.published(topic: "sy/bridge/info", payload: Array("{}".utf8), retain: true)
+        let snap = feed.snapshot(excluded: [])
+        #expect(snap.items.first?.topic == "sy/bridge/info" && snap.items.count == 10)
+    }
+
+    @Test func logAndEventBytesInTheRingAreBounded() {
+        var limits = ConsoleFeed.Limits()
+        limits.ringEventBytes = 1000
+        limits.recentLogs = 3
+        let feed = ConsoleFeed(scheme: scheme, limits: limits)
+        let line = Array(String(repeating: "x", count: 300).utf8)
+        for _ in 0..<10 { feed.published(topic: "sy/bridge/log", payload: line, retain: false) }
+        #expect(feed.state.withLock { $0.eventBytes } <= 1000)
+        #expect(feed.state.withLock { $0.recentLogs.count } == 3)
+        #expect(feed.snapshot(excluded: []).items.count == 3)
+    }
+
+    @Test func aBatchStopsAtItsBudgetAndMirrorsCanBeLeftOut() {
+        let feed = ConsoleFeed(scheme: scheme)
+        let (_, cursor) = feed.snapshot(excluded: [])
+        let big = Array(repeating: UInt8(ascii: "a"), count: 600)
+        for i in 0..<5 { feed.published(topic: "sy/ha/sensor/s\(i)/state", payload: big, retain: true) }
+        feed.published(topic: "sy/virtual/kitchen", payload: big, retain: true)
+        guard case .changes(let first, let next, let more) = feed.read(from: cursor, budget: 1000, excluded: []) else { Issue.record("behind"); return }
+        #expect(first.count == 2 && more)
+        guard case .changes(let rest, _, _) = feed.read(from: next, budget: 1 << 20, excluded: ["sy/ha/"]) else { Issue.record("behind"); return }
+        #expect(rest.map(\.topic) == ["sy/virtual/kitchen"])
+        #expect(feed.snapshot(excluded: ["sy/ha/"]).items.map(\.topic) == ["sy/virtual/kitchen"])
+    }
+
+    @Test func discoveryConfigsAreKeptByDeviceAndNeverPushed() {
+        let feed = ConsoleFeed(scheme: scheme)
+        let node = DiscoveryBuilder(scheme: scheme, version: "").nodeID(adapter: "virtual", deviceID: "kitchen")
+        feed.published(topic: "homeassistant/light/\(node)/light/config", payload: Array(#"{"name":null}"#.utf8), retain: true)
+        feed.published(topic: "homeassistant/sensor/\(node)/rssi/config", payload: Array(#"{"name":"RSSI"}"#.utf8), retain: true)
+        feed.published(topic: "homeassistant/light/someone_else_1/light/config", payload: Array("{}".utf8), retain: true)
+        #expect(feed.discoveryConfigs(adapter: "virtual", deviceID: "kitchen").map(\.0)
+                == ["homeassistant/light/\(node)/light/config", "homeassistant/sensor/\(node)/rssi/config"])
+        #expect(feed.snapshot(excluded: []).items.isEmpty)
+        feed.published(topic: "homeassistant/sensor/\(node)/rssi/config", payload: [], retain: true)
+        #expect(feed.discoveryConfigs(adapter: "virtual", deviceID: "kitchen").count == 1)
+    }
+
+    @Test func aCommandIsAnsweredByTheResultWithItsTransaction() async {
+        let feed = ConsoleFeed(scheme: scheme)
+        let answer = await feed.awaitAnswer("console-t-1", timeout: 10) {
+            // Someone else's result first, then ours.
+            feed.published(topic: "sy/virtual/kitchen/result", payload: Array(#"{"transaction":"other","status":"ok"}"#.utf8), retain: false)
+            feed.published(topic: "sy/virtual/kitchen/result",
+                           payload: Array(#"{"transaction":"console-t-1","status":"error","error":"brightness: 150 is out of range 0–100"}"#.utf8),
+                           retain: false)
+        }
+        #expect(answer?["status"] == "error" && answer?["error"] == "brightness: 150 is out of range 0–100")
+        let none = await feed.awaitAnswer("console-t-2", timeout: 0.2) {}
+        #expect(none == nil)
+        #expect(feed.state.withLock { $0.awaiting.isEmpty })
+    }
+
+    @Test func commandOutcomesAndRefusalsAreCounted() {
+        let feed = ConsoleFeed(scheme: scheme)
+        feed.commandFinished(adapter: "virtual", ok: true, seconds: 0.003)
+        feed.commandFinished(adapter: "virtual", ok: false, seconds: 0.2)
+        feed.commandRefused(topic: "sy/virtual/kitchen/set")
+        feed.commandRefused(topic: "sy/bridge/request/x")   // not a command
+        feed.published(topic: "sy/bridge/log", payload: Array(#"{"level":"error","message":"x"}"#.utf8), retain: false)
+        let text = String(decoding: feed.metrics.exposition(), as: UTF8.self)
+        let samples = PrometheusText.samples(text)
+        #expect(samples[#"switchyard_commands_total{adapter="virtual",result="ok"}"#] == 1)
+        #expect(samples[#"switchyard_commands_total{adapter="virtual",result="error"}"#] == 1)
+        #expect(samples["switchyard_commands_refused_total"] == 1)
+        #expect(samples[#"switchyard_command_duration_seconds_count{adapter="virtual"}"#] == 2)
+        #expect(samples[#"switchyard_command_duration_seconds_bucket{adapter="virtual",le="0.005"}"#] == 1)
+        #expect(samples[#"switchyard_log_messages_total{level="error"}"#] == 1)
+    }
+
+    @Test func totalsBecomeCountersThatNeverGoBackwards() {
+        let m = ConsoleMetrics()
+        m.total("switchyard_upstream_requests_total", [("adapter", "lifx")], 10)
+        m.total("switchyard_upstream_requests_total", [("adapter", "lifx")], 15)
+        // The adapter restarted (a reload): its own count began again.
+        m.total("switchyard_upstream_requests_total", [("adapter", "lifx")], 3)
+        let samples = PrometheusText.samples(String(decoding: m.exposition(), as: UTF8.self))
+        #expect(samples[#"switchyard_upstream_requests_total{adapter="lifx"}"#] == 18)
+    }
+
+    @Test func framesAreValidJSONWhateverThePayload() throws {
+        let items = [ConsoleFeed.Item(topic: "sy/a \"b\"", payload: [0xFF, 0x41, 0x0A, 0x00, 0x22, 0x5C]),
+                     ConsoleFeed.Item(topic: "sy/c", payload: nil)]
+        let frame = ConsoleClient.frame(items)
+        let json = try JSONValue.parse(frame)
+        #expect(json["t"] == "m")
+        #expect(json["m"]?.arrayValue?.first?.arrayValue?[0] == "sy/a \"b\"")
+        #expect(json["m"]?.arrayValue?.first?.arrayValue?[1] == "\u{FFFD}A\n\u{0}\"\\")
+        #expect(json["m"]?.arrayValue?[1].arrayValue?[1] == .null)
+    }
+}
+
+
+/// The soak's console invariants catch what they are for (docs/testing.md 8–10).
+@Suite struct ConsoleWatchTests {
+    @Test func notReadyOutsideTheScheduleACounterGoingBackAndALostPageAreBreaches() {
+        var w = ConsoleWatch()
+        let notReady = (503, #"{"ready":false,"reasons":["broker: not connected","lifx: error"]}"#)
+        let m1 = "switchyard_mqtt_connected 1\nswitchyard_mqtt_connects_total 3\nswitchyard_web_clients 1\n"
+        #expect(w.see(readyz: (200, #"{"ready":true}"#), metrics: m1, pageEnded: nil, largestFrame: 10, inWindow: { _ in false }).isEmpty)
+        // Inside the broker's and lifx's windows: explained.
+        #expect(w.see(readyz: notReady, metrics: m1, pageEnded: nil, largestFrame: 10, inWindow: { $0 == "broker" || $0 == "lifx" }).isEmpty)
+        // The broker's window over, lifx still failing: a breach naming lifx only.
+        let b = w.see(readyz: notReady, metrics: m1, pageEnded: nil, largestFrame: 10, inWindow: { $0 == "broker" })
+        #expect(b == ["/readyz not ready outside the schedule's faults: lifx: error"])
+        // A counter lower than at the last scrape (a gauge may go down).
+        let m2 = "switchyard_mqtt_connected 1\nswitchyard_mqtt_connects_total 2\nswitchyard_web_clients 0\n"
+        #expect(w.see(readyz: (200, ""), metrics: m2, pageEnded: nil, largestFrame: 10, inWindow: { _ in false })
+                == ["/metrics: switchyard_mqtt_connects_total went from 3.0 to 2.0"])
+        // The page cut off: once.
+        #expect(w.see(readyz: (200, ""), metrics: m2, pageEnded: "closed", largestFrame: 10, inWindow: { _ in false }).count == 1)
+        #expect(w.see(readyz: (200, ""), metrics: m2, pageEnded: "closed", largestFrame: 10, inWindow: { _ in false }).isEmpty)
+        #expect(w.see(readyz: nil, metrics: nil, pageEnded: nil, largestFrame: 10, inWindow: { _ in false }).count == 2)
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import SwitchyardCore
+import SwitchyardTestSupport
+import Testing
+import VirtualAdapter
+
+/// The virtual adapter through the engine over the in-memory transport (the unit tier): what its devices
+/// start as, what commands do to them, how its sensors drift. The process tests run it over a real broker.
+@Suite struct VirtualAdapterTests {
+    static let devices = [
+        VirtualAdapter.Device(name: "kitchen", label: "Kitchen", type: "light"),
+        VirtualAdapter.Device(name: "fan", label: "Fan", type: "switch"),
+        VirtualAdapter.Device(name: "outside", label: "Outside", type: "sensor"),
+        VirtualAdapter.Device(name: "attic", label: "Attic", type: "sensor"),
+    ]
+
+    @Test func everyDeviceStartsOnlineWithItsTypesState() async throws {
+        try await InMemoryBridge.with(adapters: [VirtualAdapter(devices: Self.devices, sensorInterval: 3600)]) { b in
+            let light = try await b.waitForState("virtual", "kitchen")
+            #expect(light == ["state": "OFF", "brightness": 100, "color_mode": "color_temp", "color_temp": 3500, "color": ["h": 0, "s": 0]])
+            #expect(try await b.waitForState("virtual", "fan") == ["state": "OFF"])
+            #expect(try await b.waitForState("virtual", "outside") == ["temperature": 21])
+            for name in ["kitchen", "fan", "outside", "attic"] { try await b.waitFor("b/virtual/\(name)/availability", "online") }
+        }
+    }
+
+    @Test func commandsChangeTheStateLikeALight() async throws {
+        try await InMemoryBridge.with(adapters: [VirtualAdapter(devices: Self.devices, sensorInterval: 3600)]) { b in
+            try await b.waitForState("virtual", "kitchen")
+            // A brightness turns the light on; a colour switches the colour mode; the answer comes after the state.
+            b.command("virtual", "kitchen", #"{"brightness": 40, "transaction": "a"}"#)
+            #expect(try await b.result("virtual", "kitchen", transaction: "a")["status"] == "ok")
+            #expect(b.state("virtual", "kitchen")?["state"] == "ON" && b.state("virtual", "kitchen")?["brightness"] == 40)
+            b.command("virtual", "kitchen", #"{"color": {"h": 120}, "transaction": "b"}"#)
+            #expect(try await b.result("virtual", "kitchen", transaction: "b")["status"] == "ok")
+            let s = try #require(b.state("virtual", "kitchen"))
+            #expect(s["color_mode"] == "hs" && s["color"] == ["h": 120, "s": 0] && s["brightness"] == 40)
+            b.command("virtual", "fan", "TOGGLE")
+            try await b.waitForState("virtual", "fan") { $0["state"] == "ON" }
+            b.command("virtual", "fan", "TOGGLE")
+            try await b.waitForState("virtual", "fan") { $0["state"] == "OFF" }
+            // A field the device does not have is refused by the core before the adapter sees it.
+            b.command("virtual", "fan", #"{"brightness": 3, "transaction": "c"}"#)
+            let refused = try await b.result("virtual", "fan", transaction: "c")
+            #expect(refused["status"] == "error")
+            #expect(b.state("virtual", "fan") == ["state": "OFF"])
+        }
+    }
+
+    /// Both sensors move at every step, each to its own value, and the light's state is not touched.
+    @Test func sensorsDriftTogether() async throws {
+        try await InMemoryBridge.with(adapters: [VirtualAdapter(devices: Self.devices, sensorInterval: 0.05)]) { b in
+            try await b.waitForState("virtual", "outside") { $0["temperature"] != 21 }
+            try await b.waitForState("virtual", "attic") { $0["temperature"] != 21 }
+            let temperatures = b.transport.published.filter { $0.topic == "b/virtual/outside" }.count
+            #expect(temperatures >= 2)
+            #expect(b.state("virtual", "outside") != b.state("virtual", "attic"))
+            #expect(b.transport.published.filter { $0.topic == "b/virtual/kitchen" }.count == 1)
+        }
+    }
+}

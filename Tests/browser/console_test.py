@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""The operator console in a real browser: Debian's chromium driven by chromedriver through selenium, against
+the demo (`switchyard-sim demo`) on a real Mosquitto. What a MQTT client sees is read with mosquitto_sub and
+changed with mosquitto_pub. /metrics is parsed by prometheus_client, a real Prometheus text parser.
+
+Run by Tests/SwitchyardWebTests/BrowserTests.swift (which starts the broker and the demo); by hand:
+  .build/web-venv/bin/python Tests/browser/console_test.py --url http://127.0.0.1:9180 --mqtt-port 1883 --base switchyard
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+ARGS = None
+FAILURES = []
+
+
+def check(condition, what):
+    print(("ok   " if condition else "FAIL ") + what, flush=True)
+    if not condition:
+        FAILURES.append(what)
+    return condition
+
+
+def wait(predicate, what, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except Exception as e:  # the page is still drawing
+            last = e
+        time.sleep(0.05)
+    raise AssertionError(f"timed out: {what} (last: {last!r})")
+
+
+def retained(topic):
+    """The retained payload a MQTT client reads now."""
+    out = subprocess.run(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(ARGS.mqtt_port), "-t", topic, "-C", "1", "-W", "5"],
+                         capture_output=True, text=True, timeout=20)
+    return out.stdout.strip()
+
+
+def publish(topic, payload):
+    subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(ARGS.mqtt_port), "-t", topic, "-m", payload], check=True, timeout=20)
+
+
+def state(rel):
+    text = retained(f"{ARGS.base}/{rel}")
+    return json.loads(text) if text else {}
+
+
+def by_name(driver, name):
+    """The one element on show whose accessible name (aria-label) is `name`."""
+    found = [e for e in driver.find_elements(By.CSS_SELECTOR, f'[aria-label="{name}"]') if e.is_displayed()]
+    if len(found) != 1:
+        raise AssertionError(f"{len(found)} elements named {name!r}")
+    return found[0]
+
+
+def shot(driver, name):
+    if ARGS.screenshots:
+        os.makedirs(ARGS.screenshots, exist_ok=True)
+        driver.save_screenshot(os.path.join(ARGS.screenshots, name))
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser()
+    p.add_argument("--url", required=True)
+    p.add_argument("--mqtt-port", type=int, required=True)
+    p.add_argument("--base", required=True)
+    p.add_argument("--docs", help="docs/console.md: every /metrics family must be described there")
+    p.add_argument("--screenshots", help="a directory for PNGs of each view")
+    p.add_argument("--chromium", default="/usr/bin/chromium")
+    p.add_argument("--chromedriver", default="/usr/bin/chromedriver")
+    ARGS = p.parse_args()
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = ARGS.chromium
+    for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1360,900",
+              "--force-device-scale-factor=1"]:
+        options.add_argument(a)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(ARGS.chromedriver), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        run(driver)
+    finally:
+        severe = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+        check(not severe, f"the browser console has no error {severe if severe else ''}")
+        driver.quit()
+    metrics()
+    print(f"{len(FAILURES)} failed" if FAILURES else "all checks passed", flush=True)
+    return 1 if FAILURES else 0
+
+
+def run(driver):
+    base = ARGS.base
+    devices = json.loads(retained(f"{base}/bridge/devices"))
+    driver.get(ARGS.url + "/")
+    # Every device the bridge lists, grouped by adapter.
+    wait(lambda: driver.find_element(By.ID, "device-count").text == f"{len(devices)} of {len(devices)} devices",
+         f"the page lists {len(devices)} devices", timeout=30)
+    cards = {(c.find_element(By.XPATH, "ancestor::section[@data-adapter]").get_attribute("data-adapter"), c.get_attribute("data-key"))
+             for c in driver.find_elements(By.CSS_SELECTOR, "article.card")}
+    check(cards == {(d["adapter"], f'{d["adapter"]}/{d["name"]}') for d in devices}, "every listed device has its card, under its adapter")
+
+    # Every control has an accessible name that starts with its device's (spoken) name and names the field.
+    unnamed = []
+    for card in driver.find_elements(By.CSS_SELECTOR, "article.card"):
+        device = card.get_attribute("aria-label")
+        for control in card.find_elements(By.CSS_SELECTOR, "input, select, button, textarea"):
+            name = control.accessible_name
+            if not name.startswith(device + " ") or len(name) <= len(device) + 1:
+                unnamed.append((device, name))
+    check(not unnamed, f"every control's accessible name is '<device> <field>' {unnamed[:5]}")
+    shot(driver, "console-devices.png")
+
+    # Switching a light from the page changes the retained state a MQTT client reads.
+    before = state("virtual/kitchen").get("state")
+    by_name(driver, "virtual kitchen power").click()
+    want = "OFF" if before == "ON" else "ON"
+    wait(lambda: state("virtual/kitchen").get("state") == want, f"virtual/kitchen is {want} on the broker")
+    check(True, "the page's power switch changed the light's retained state")
+    box = by_name(driver, "virtual kitchen brightness value")
+    box.clear()
+    box.send_keys("40", Keys.TAB)
+    wait(lambda: state("virtual/kitchen").get("brightness") == 40, "brightness 40 on the broker")
+    check(True, "the page's brightness changed the retained state")
+
+    # A change published over MQTT appears in the open page, without a reload.
+    publish(f"{base}/virtual/kitchen/set", '{"brightness": 75}')
+    wait(lambda: by_name(driver, "virtual kitchen brightness value").get_attribute("value") == "75", "the page shows 75")
+    check(True, "a change made over MQTT appeared in the page")
+
+    # A refused value shows the bridge's error where it was given.
+    box = by_name(driver, "virtual kitchen brightness value")
+    box.clear()
+    box.send_keys("150", Keys.TAB)
+    control = box.find_element(By.XPATH, "ancestor::div[@class='control'][1]")
+    error = wait(lambda: control.find_element(By.CSS_SELECTOR, "[role=alert]").text, "the refusal shown next to the control")
+    check("150 is out of range 0–100" in error, f"the refusal is the bridge's own words: {error!r}")
+    check(state("virtual/kitchen").get("brightness") == 75, "a refused value changed nothing")
+
+    # Filters: by name, adapter and availability.
+    driver.find_element(By.ID, "filter-name").send_keys("hall/lamp")
+    wait(lambda: driver.find_element(By.ID, "device-count").text.startswith("1 of"), "one device named hall/lamp")
+    driver.find_element(By.ID, "filter-name").clear()
+    driver.find_element(By.ID, "filter-name").send_keys(Keys.BACKSPACE)
+    offline = [d for d in devices if retained(f'{d["topic"]}/availability') == "offline"]
+    driver.find_element(By.CSS_SELECTOR, "#filter-availability option[value=offline]").click()
+    wait(lambda: driver.find_element(By.ID, "device-count").text.startswith(f"{len(offline)} of"), f"{len(offline)} offline devices")
+    check(True, "the name and availability filters")
+    driver.find_element(By.CSS_SELECTOR, "#filter-availability option[value='']").click()
+
+    # A device page: capabilities, topics with ready-to-copy lines, Home Assistant discovery entities.
+    driver.get(ARGS.url + "/#/device/lifx/shelf_strip")
+    detail = wait(lambda: driver.find_element(By.ID, "device-detail").text, "the device page")
+    check(f"mosquitto_pub" in detail and f"{base}/lifx/shelf_strip/set" in detail, "the device page has mosquitto_pub lines")
+    wait(lambda: "light" in driver.find_element(By.ID, "discovery").text and "unique" in driver.find_element(By.ID, "discovery").text.lower(),
+         "its discovery entities")
+    check(by_name(driver, "shelf_strip zones") is not None, "the strip's zones control")
+    shot(driver, "console-device.png")
+
+    # The bridge: version, adapters, health, the redacted config; a request answered.
+    driver.get(ARGS.url + "/#/bridge")
+    wait(lambda: "running" in driver.find_element(By.ID, "adapter-table").text, "adapter statuses")
+    config = driver.find_element(By.ID, "config").text
+    check('"token": "***"' in config and "demo-token" not in config, "the effective config, secrets as ***")
+    driver.find_element(By.CSS_SELECTOR, "[data-request=republish]").click()
+    wait(lambda: "republish: ok" in driver.find_element(By.ID, "request-result").text, "republish answered")
+    check(True, "a bridge request from the page is answered")
+    wait(lambda: "mqtt published" in driver.find_element(By.ID, "health").text, "live health")
+    shot(driver, "console-bridge.png")
+
+    # The log: the refusal above, filterable by level.
+    driver.get(ARGS.url + "/#/log")
+    publish(f"{base}/virtual/kitchen/set", '{"brightness": 151}')
+    wait(lambda: "151 is out of range" in driver.find_element(By.ID, "log").text, "the error in the live log")
+    driver.find_element(By.CSS_SELECTOR, "#log-level option[value=error]").click()
+    levels = {li.get_attribute("data-level") for li in driver.find_elements(By.CSS_SELECTOR, "#log li") if li.is_displayed()}
+    check(levels <= {"error"}, f"the level filter shows errors only ({levels})")
+    shot(driver, "console-log.png")
+
+    # The Home Assistant mirror, filterable.
+    driver.get(ARGS.url + "/#/ha")
+    wait(lambda: "input_boolean.guest_mode" in driver.find_element(By.ID, "ha-table").text, "the mirrored entities")
+    driver.find_element(By.ID, "ha-filter").send_keys("light.")
+    wait(lambda: driver.find_element(By.ID, "ha-count").text.startswith("1 of"), "one light entity")
+    check(True, "the Home Assistant mirror's entities, filterable")
+    shot(driver, "console-ha.png")
+
+
+def metrics():
+    text = urllib.request.urlopen(ARGS.url + "/metrics", timeout=10).read().decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    check(len(families) >= 20, f"/metrics parses ({len(families)} families)")
+    connected = [s.value for s in families["switchyard_mqtt_connected"].samples]
+    check(connected == [1.0], "switchyard_mqtt_connected is 1")
+    commands = families.get("switchyard_commands")
+    check(commands is not None and commands.type == "counter" and sum(s.value for s in commands.samples if s.name.endswith("_total")) >= 2,
+          "commands are counted")
+    check(families["switchyard_command_duration_seconds"].type == "histogram", "the command latency histogram")
+    if ARGS.docs:
+        doc = open(ARGS.docs, encoding="utf-8").read()
+        missing = [n for n in families if n not in doc]
+        check(not missing, f"every /metrics family is described in docs/console.md {missing}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
