@@ -326,30 +326,41 @@ struct JSONParser {
 
     /// The members of an object (at `i`), each built only when `keep` says so (else `.null`).
     mutating func parseObject(keeping keep: (String) -> Bool) throws(JSONValue.ParseError) -> [String: JSONValue] {
-        depth += 1
-        i += 1
         var o: [String: JSONValue] = [:]
+        try walk(object: true) { (p, k) throws(JSONValue.ParseError) in
+            if keep(k!) { o[k!] = try p.parseValue() } else { try p.skipValue(); o[k!] = .null }
+        }
+        return o
+    }
+
+    /// Walks the object or array at `i`: brackets, keys, colons, commas and the nesting limit, with the same
+    /// errors wherever a container is read; `each` reads one member's value (the key given in an object,
+    /// parsed only when `keys`).
+    mutating func walk(object: Bool, keys: Bool = true,
+                       _ each: (inout JSONParser, String?) throws(JSONValue.ParseError) -> Void) throws(JSONValue.ParseError) {
+        let close = object ? UInt8(ascii: "}") : UInt8(ascii: "]")
+        depth += 1
+        if depth > 64 { throw fail("nesting too deep") }
+        i += 1
         skipSpace()
-        if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; depth -= 1; return o }
+        if i < bytes.count, bytes[i] == close { i += 1; depth -= 1; return }
         while true {
             skipSpace()
-            guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw fail("expected a key") }
-            let k = try parseString()
-            skipSpace()
-            guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
-            i += 1
-            skipSpace()
-            if keep(k) {
-                o[k] = try parseValue()
-            } else {
-                try skipValue()
-                o[k] = .null
+            var key: String?
+            if object {
+                guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw fail("expected a key") }
+                if keys { key = try parseString() } else { try skipString() }
+                skipSpace()
+                guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
+                i += 1
+                skipSpace()
             }
+            try each(&self, key)
             skipSpace()
             guard i < bytes.count else { throw fail("unexpected end") }
             if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-            if bytes[i] == UInt8(ascii: "}") { i += 1; depth -= 1; return o }
-            throw fail("expected ',' or '}'")
+            if bytes[i] == close { i += 1; depth -= 1; return }
+            throw fail(object ? "expected ',' or '}'" : "expected ',' or ']'")
         }
     }
 
@@ -358,30 +369,7 @@ struct JSONParser {
         guard i < bytes.count else { throw fail("unexpected end") }
         switch bytes[i] {
         case UInt8(ascii: "{"), UInt8(ascii: "["):
-            let close = bytes[i] == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
-            let object = close == UInt8(ascii: "}")
-            depth += 1
-            if depth > 64 { throw fail("nesting too deep") }
-            i += 1
-            skipSpace()
-            if i < bytes.count, bytes[i] == close { i += 1; depth -= 1; return }
-            while true {
-                skipSpace()
-                if object {
-                    guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw fail("expected a key") }
-                    try skipString()
-                    skipSpace()
-                    guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
-                    i += 1
-                    skipSpace()
-                }
-                try skipValue()
-                skipSpace()
-                guard i < bytes.count else { throw fail("unexpected end") }
-                if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-                if bytes[i] == close { i += 1; depth -= 1; return }
-                throw fail(object ? "expected ',' or '}'" : "expected ',' or ']'")
-            }
+            try walk(object: bytes[i] == UInt8(ascii: "{"), keys: false) { (p, _) throws(JSONValue.ParseError) in try p.skipValue() }
         case UInt8(ascii: "\""): try skipString()
         default: _ = try parseValue()   // a literal or a number: nothing to allocate
         }
@@ -400,24 +388,14 @@ struct JSONParser {
     mutating func excerptValue(into w: inout JSONWriter) throws(JSONValue.ParseError) {
         guard !w.full else { return try skipValue() }
         guard i < bytes.count, bytes[i] == UInt8(ascii: "[") else { return w.write(try parseValue()) }
-        depth += 1
-        if depth > 64 { throw fail("nesting too deep") }
-        i += 1
         w.out.append(UInt8(ascii: "["))
-        skipSpace()
-        if i < bytes.count, bytes[i] == UInt8(ascii: "]") { i += 1; depth -= 1; w.out.append(UInt8(ascii: "]")); return }
         var first = true
-        while true {
-            skipSpace()
+        try walk(object: false) { (p, _) throws(JSONValue.ParseError) in
             if !first && !w.full { w.out.append(UInt8(ascii: ",")) }
             first = false
-            try excerptValue(into: &w)
-            skipSpace()
-            guard i < bytes.count else { throw fail("unexpected end") }
-            if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-            if bytes[i] == UInt8(ascii: "]") { i += 1; depth -= 1; if !w.full { w.out.append(UInt8(ascii: "]")) }; return }
-            throw fail("expected ',' or ']'")
+            try p.excerptValue(into: &w)
         }
+        if !w.full { w.out.append(UInt8(ascii: "]")) }
     }
 
     mutating func skipSpace() {
@@ -438,62 +416,36 @@ struct JSONParser {
         let streamed = trail.flatMap { t in t.indices.first { t[$0] == streamPaths[$0].count } }
         switch bytes[i] {
         case UInt8(ascii: "{"):
-            depth += 1
-            if depth > 64 { throw fail("nesting too deep") }
-            i += 1
             var o: [String: JSONValue] = [:]
-            skipSpace()
-            if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; depth -= 1; return .object(o) }
-            while true {
-                skipSpace()
-                guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw fail("expected a key") }
-                let k = try parseString()
-                skipSpace()
-                guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
-                i += 1
-                skipSpace()
+            try walk(object: true) { (p, key) throws(JSONValue.ParseError) in
+                let k = key!
                 if let streamed {
-                    let v = try parseValue()
-                    visit?(JSONValue.StreamedMember(document: document, path: streamed, key: k, value: v))
+                    let v = try p.parseValue()
+                    p.visit?(JSONValue.StreamedMember(document: p.document, path: streamed, key: k, value: v))
                 } else if let trail {
                     // Follow each path whose next key is this one.
-                    let next: Trail = trail.indices.map { n in
-                        trail[n].flatMap { m in m < streamPaths[n].count && streamPaths[n][m] == k ? m + 1 : nil }
-                    }
-                    o[k] = try parseValue(trail: next.contains { $0 != nil } ? next : nil)
+                    let paths = p.streamPaths
+                    let next: Trail = trail.indices.map { n in trail[n].flatMap { m in m < paths[n].count && paths[n][m] == k ? m + 1 : nil } }
+                    o[k] = try p.parseValue(trail: next.contains { $0 != nil } ? next : nil)
                 } else {
-                    o[k] = try parseValue()
+                    o[k] = try p.parseValue()
                 }
-                skipSpace()
-                guard i < bytes.count else { throw fail("unexpected end") }
-                if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-                if bytes[i] == UInt8(ascii: "}") { i += 1; depth -= 1; return .object(o) }
-                throw fail("expected ',' or '}'")
             }
+            return .object(o)
         case UInt8(ascii: "["):
-            depth += 1
-            if depth > 64 { throw fail("nesting too deep") }
-            i += 1
             var a: [JSONValue] = []
-            skipSpace()
-            if i < bytes.count, bytes[i] == UInt8(ascii: "]") { i += 1; depth -= 1; return .array(a) }
-            while true {
-                skipSpace()
+            try walk(object: false) { (p, _) throws(JSONValue.ParseError) in
                 if documents {
-                    a.append(try parseValue(trail: streamPaths.map { _ in 0 }))
-                    document += 1
+                    a.append(try p.parseValue(trail: p.streamPaths.map { _ in 0 }))
+                    p.document += 1
                 } else if let streamed {
-                    let v = try parseValue()
-                    visit?(JSONValue.StreamedMember(document: document, path: streamed, key: nil, value: v))
+                    let v = try p.parseValue()
+                    p.visit?(JSONValue.StreamedMember(document: p.document, path: streamed, key: nil, value: v))
                 } else {
-                    a.append(try parseValue())
+                    a.append(try p.parseValue())
                 }
-                skipSpace()
-                guard i < bytes.count else { throw fail("unexpected end") }
-                if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-                if bytes[i] == UInt8(ascii: "]") { i += 1; depth -= 1; return .array(a) }
-                throw fail("expected ',' or ']'")
             }
+            return .array(a)
         case UInt8(ascii: "\""): return .string(try parseString())
         case UInt8(ascii: "t"): return try expect("true", .bool(true))
         case UInt8(ascii: "f"): return try expect("false", .bool(false))

@@ -108,16 +108,17 @@ extension SwitchyardBench {
         return s.isEmpty ? 0 : s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
     }
 
-    /// Raw libmosquitto: `count` retained QoS 1 messages on as many topics, from a client connected for the
-    /// purpose → a subscriber that was there first; milliseconds until the last arrived. Its own topics, so
-    /// that no retained copy of an earlier measurement is counted.
-    func rawPublishMs(port: Int, count: Int, payload: String) async throws -> Double {
+    /// Raw libmosquitto: `count` retained QoS 1 messages round-robin on `topics` topics (as many as messages
+    /// by default), from a client connected for the purpose → a subscriber that was there first;
+    /// milliseconds until the last arrived. Its own topics, so that no retained copy of an earlier
+    /// measurement is counted.
+    func rawPublishMs(port: Int, count: Int, topics: Int? = nil, payload: String) async throws -> Double {
         let prefix = "raw\(UUID().uuidString.prefix(6).lowercased())"
         let sub = try await CountingSubscriber(port: port, filters: ["\(prefix)/#"])
         defer { sub.close() }
         let start = Date()
-        let raw = try RawPublisher.publish(port: port, topics: (0..<count).map { "\(prefix)/d\($0)" }, payloads: Array(repeating: payload, count: count),
-                                           qos: 1, retain: true)
+        let raw = try RawPublisher.publish(port: port, topics: (0..<(topics ?? count)).map { "\(prefix)/d\($0)" },
+                                           payloads: Array(repeating: payload, count: count), qos: 1, retain: true)
         defer { raw.close() }
         guard await sub.waitForCount(count, timeout: 120) else { throw BenchError("raw: only \(sub.count) of \(count) arrived") }
         return sub.lastAt.timeIntervalSince(start) * 1000
