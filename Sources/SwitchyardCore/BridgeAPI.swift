@@ -9,11 +9,23 @@ import Foundation
 public enum BridgeAPI {
     public static let known = ["health_check", "devices/refresh", "config/reload", "republish"]
 
-    /// A request's payload: empty or a JSON value, and its `transaction` if any.
-    public static func parse(_ payload: [UInt8]) -> Result<(body: JSONValue, transaction: JSONValue?), AdapterError> {
-        let text = String(decoding: payload, as: UTF8.self).trimmingWhitespace()
-        guard !text.isEmpty else { return .success((.object([:]), nil)) }
-        guard let v = try? JSONValue.parse(text) else { return .failure(AdapterError("malformed JSON in request")) }
+    /// A request's payload: empty or a JSON value, and its `transaction` if any. Without `body` (a request
+    /// that reads nothing but the transaction), the payload is only validated and its transaction built.
+    public static func parse(_ payload: [UInt8], body: Bool = true) -> Result<(body: JSONValue, transaction: JSONValue?), AdapterError> {
+        let bytes = CommandParser.trimmed(payload)
+        guard !bytes.isEmpty else { return .success((.object([:]), nil)) }
+        let v: JSONValue
+        do {
+            if body {
+                v = try JSONValue.parse(bytes)
+            } else if case .object(let o) = try JSONValue.parse(bytes, keeping: { $0 == "transaction" }) {
+                v = .object(o.filter { $0.key == "transaction" })
+            } else {
+                v = .object([:])
+            }
+        } catch {
+            return .failure(AdapterError("malformed JSON in request"))
+        }
         if let problem = CommandParser.transactionProblem(v["transaction"]) { return .failure(AdapterError(problem)) }
         return .success((v, v["transaction"]))
     }
@@ -62,10 +74,12 @@ public enum BridgeAPI {
 
 extension BridgeEngine {
     func handleRequest(path: String, payload: [UInt8]) {
-        switch BridgeAPI.parse(payload) {
+        // Only an adapter's own requests read the body; the bridge's read the transaction alone.
+        let parts = path.split(separator: "/", maxSplits: 1)
+        switch BridgeAPI.parse(payload, body: parts.count == 2 && entries[String(parts[0])] != nil) {
         case .failure(let e):
             respond(path, .failure(e), transaction: nil)
-            log(.error, e.message, topic: scheme.bridge("request/\(path)"))
+            reportError(e.message, topic: scheme.bridge("request/\(path)"), transaction: nil, resultTopic: nil)
         case .success(let (body, transaction)):
             // Answered by a child of `run`: a request that waits on an adapter holds up nothing else.
             if case .terminated = childJobQueue.yield(.request(path: path, body: body, transaction: transaction)) {
@@ -83,7 +97,9 @@ extension BridgeEngine {
         } catch {
             result = .failure(AdapterError("\(error)"))
         }
-        if case .failure(let e) = result { log(.error, "request \(path) failed: \(e.message)", topic: scheme.bridge("request/\(path)")) }
+        if case .failure(let e) = result {
+            reportError("request \(path) failed: \(e.message)", topic: scheme.bridge("request/\(path)"), transaction: nil, resultTopic: nil)
+        }
         respond(path, result, transaction: transaction)
     }
 

@@ -34,6 +34,12 @@ public final class ObservedTransport: MQTTTransport {
         wrapped.publish(topic, payload, qos: qos, retain: retain)
         observer.published(topic: topic, payload: payload, retain: retain)
     }
+    /// The batch goes to the broker's transport whole (its lanes and payload sources kept); the observer
+    /// sees each message, a sourced payload made for it.
+    public func publish(_ batch: [Publication]) {
+        wrapped.publish(batch)
+        for p in batch { observer.published(topic: p.topic, payload: p.payload, retain: p.retain) }
+    }
     public func setSubscriptions(_ filters: [String]) { wrapped.setSubscriptions(filters) }
     public func stats() -> TransportStats { wrapped.stats() }
     public func release(_ message: InboundMessage) { wrapped.release(message) }

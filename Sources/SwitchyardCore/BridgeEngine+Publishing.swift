@@ -26,12 +26,24 @@ extension BridgeEngine {
         } else {
             emit(out)
         }
+        // New devices are announced after the adapter's next states (`report`, `update`), or by the
+        // supervisor right after this call if those do not come first.
+        if !entry.registry.pendingAnnouncements.isEmpty { childJobQueue.yield(.announce(adapter: adapterID, generation: generation)) }
         settle(adapterID, generation)
+    }
+
+    /// What a listing left to announce, now.
+    func flushAnnouncements(_ adapterID: String, _ generation: UInt64) {
+        guard let entry = current(adapterID, generation), !entry.registry.pendingAnnouncements.isEmpty else { return }
+        var out: [RegistryOutput] = []
+        entry.registry.flushAnnouncements(into: &out)
+        emit(out)
     }
 
     func update(_ adapterID: String, _ generation: UInt64, _ deviceID: String, _ fields: [String: JSONValue]) {
         guard let entry = current(adapterID, generation), let p = entry.registry.update(deviceID, fields) else { return }
         publish(p)
+        flushAnnouncements(adapterID, generation)
     }
 
     func setAvailable(_ adapterID: String, _ generation: UInt64, _ deviceID: String, _ available: Bool) {
@@ -41,10 +53,19 @@ extension BridgeEngine {
 
     func report(_ adapterID: String, _ generation: UInt64, _ reports: [DeviceReport]) {
         guard let entry = current(adapterID, generation) else { return }
+        // Handed over a few hundred at a time: the network thread sends the first while the rest are made.
+        var batch: [Publication] = []
+        batch.reserveCapacity(min(reports.count, Self.handOver))
         for r in reports {
-            if !r.fields.isEmpty, let p = entry.registry.update(r.deviceID, r.fields) { publish(p) }
-            if let a = r.available, let p = entry.registry.setAvailable(r.deviceID, a) { publish(p) }
+            if !r.fields.isEmpty, let p = entry.registry.update(r.deviceID, r.fields) { batch.append(p) }
+            if let a = r.available, let p = entry.registry.setAvailable(r.deviceID, a) { batch.append(p) }
+            if batch.count >= Self.handOver {
+                transport.publish(batch)
+                batch.removeAll(keepingCapacity: true)
+            }
         }
+        transport.publish(batch)
+        flushAnnouncements(adapterID, generation)
     }
 
     func setStatus(_ adapterID: String, _ generation: UInt64, _ status: AdapterStatus) {
@@ -70,7 +91,8 @@ extension BridgeEngine {
 
     func mirrorPublish(_ adapterID: String, _ generation: UInt64, _ messages: [MirrorMessage]) {
         guard current(adapterID, generation) != nil else { return }
-        for m in messages { transport.publish("\(scheme.base)/\(adapterID)/\(m.relative)", m.payload, qos: 1, retain: m.retain) }
+        let prefix = "\(scheme.base)/\(adapterID)/"
+        transport.publish(messages.map { Publication(prefix + $0.relative, $0.payload, qos: 1, retain: $0.retain) })
     }
 
     func setMirrorAvailable(_ adapterID: String, _ generation: UInt64, _ available: Bool) {
@@ -105,15 +127,22 @@ extension BridgeEngine {
 
     // MARK: publishing
 
-    func publish(_ p: Publication) { transport.publish(p.topic, p.payload, qos: p.qos, retain: p.retain) }
+    func publish(_ p: Publication) { transport.publish([p]) }
 
+    /// A registry's outputs in order, the publications handed over together (one lock and one wake-up of the
+    /// network thread for a listing of thousands, not one each).
     func emit(_ outputs: [RegistryOutput]) {
+        var batch: [Publication] = []
         for o in outputs {
             switch o {
-            case .publish(let p): publish(p)
-            case .log(let level, let message): log(level, message)
+            case .publish(let p): batch.append(p)
+            case .log(let level, let message):
+                transport.publish(batch)
+                batch.removeAll()
+                log(level, message)
             }
         }
+        transport.publish(batch)
     }
 
     /// A topic quoted in a message: at most 200 bytes of UTF-8, then "…" (see `excerpt`).
@@ -166,19 +195,44 @@ extension BridgeEngine {
         transport.publish(scheme.bridge("event"), json: ["type": .string(type), "data": .object(data)], qos: 1, retain: false)
     }
 
+    /// Publications handed to the transport at a time by `report`.
+    static let handOver = 256
+    /// The sweep starts once no more than this many messages wait for the broker.
+    static let sweepOutboxLimit = 100
+
+    /// `bridge/info`, written when it is sent (its redacted config lists every configured device), after
+    /// the states and availability waiting (`late`).
     func publishInfo() {
-        var o = info.objectValue ?? [:]
         var adapters: [String: JSONValue] = [:]
         for id in adapterOrder { adapters[id] = .string(entries[id]!.status.description) }
-        o["adapters"] = .object(adapters)
-        o["version"] = .string(settings.version)
-        o["started_at"] = .string(Timestamp.rfc3339(startedAt))
-        transport.publish(scheme.bridge("info"), json: .object(o), qos: 1, retain: true)
+        let source = InfoSource(info: info, adapters: adapters, version: settings.version, startedAt: startedAt)
+        publish(Publication(scheme.bridge("info"), body: .source(source), retain: true, lane: .late))
     }
 
+    final class InfoSource: PayloadSource {
+        let info: JSONValue
+        let adapters: [String: JSONValue]
+        let version: String
+        let startedAt: Date
+        init(info: JSONValue, adapters: [String: JSONValue], version: String, startedAt: Date) {
+            self.info = info
+            self.adapters = adapters
+            self.version = version
+            self.startedAt = startedAt
+        }
+        func payload() -> [UInt8] {
+            var o = info.objectValue ?? [:]
+            o["adapters"] = .object(adapters)
+            o["version"] = .string(version)
+            o["started_at"] = .string(Timestamp.rfc3339(startedAt))
+            return JSONValue.object(o).bytes
+        }
+    }
+
+    /// `bridge/devices`, written when it is sent, after the states and availability waiting (`late`).
     func publishDeviceList() {
-        let list = adapterOrder.compactMap { entries[$0] }.flatMap(\.registry.listEntries)
-        transport.publish(scheme.bridge("devices"), json: .array(list), qos: 1, retain: true)
+        let list = DeviceRegistry.DeviceList(adapterOrder.compactMap { entries[$0]?.registry.listings })
+        publish(Publication(scheme.bridge("devices"), body: .source(list), retain: true, lane: .late))
     }
 
     func scheduleReannounce() {
@@ -199,7 +253,7 @@ extension BridgeEngine {
         let entries = discovery.bridgeEntries(adapters: adapterOrder)
         let topics = entries.map(\.topic)
         for stale in bridgeDiscoveryTopics where !topics.contains(stale) { transport.publish(stale, [], qos: 1, retain: true) }
-        for e in entries { transport.publish(e.topic, json: e.payload, qos: 1, retain: true) }
+        transport.publish(entries.map { Publication($0.topic, json: $0.payload, retain: true, lane: .late) })
         bridgeDiscoveryTopics = topics
     }
 
@@ -211,8 +265,24 @@ extension BridgeEngine {
     /// Starts the sweep of orphaned discovery configs once the broker is connected and every adapter has
     /// listed its devices (or given up): subscribes to the discovery configs, then publishes a sentinel
     /// that comes back after every retained config the broker sends for that subscription.
-    func maybeSweep() {
-        guard settings.discovery, connectedOnce, !stopped, case .waiting = sweep, entries.values.allSatisfy(\.settled) else { return }
+    /// Not while a start's burst is still going out (more than `sweepOutboxLimit` messages waiting): every
+    /// retained config under the discovery prefix (a restart's own 10 000, or other bridges') would come in
+    /// while the tree goes out; it waits, checking every half second (`deferred`).
+    func maybeSweep(deferred: Bool = false) {
+        switch sweep {
+        case .waiting: break
+        case .deferred: guard deferred else { return }
+        default: return
+        }
+        guard settings.discovery, connectedOnce, !stopped, entries.values.allSatisfy(\.settled) else {
+            if case .deferred = sweep { sweep = .waiting }
+            return
+        }
+        if transport.stats().outbox > Self.sweepOutboxLimit {
+            sweep = .deferred
+            childJobQueue.yield(.sweep(after: 0.5))
+            return
+        }
         let nonce = randomHex(bytes: 8)
         sweep = .collecting(nonce: nonce, found: [])
         updateSubscriptions(force: true)
@@ -228,8 +298,11 @@ extension BridgeEngine {
             updateSubscriptions(force: true)
             let current = DiscoverySweep.Current(
                 bridgeNode: discovery.bridgeNode, bridgeTopics: Set(bridgeDiscoveryTopics),
-                adapters: Dictionary(adapterOrder.compactMap { id in entries[id].map { (Naming.normaliseID(id), ($0.registry.discoveryTopics, $0.registry.listsFromConfig)) } },
-                                     uniquingKeysWith: { a, _ in a }))
+                adapters: Dictionary(adapterOrder.compactMap { id in
+                    entries[id].map { entry -> (String, (topics: (String) -> Set<String>?, complete: Bool)) in
+                        (Naming.normaliseID(id), (entry.registry.discoveryTopicsByNode, entry.registry.listsFromConfig))
+                    }
+                }, uniquingKeysWith: { a, _ in a }))
             let orphans = found.filter { discoverySweep.isOrphan($0, current: current) }.sorted()
             for t in orphans { transport.publish(t, [], qos: 1, retain: true) }
             if !orphans.isEmpty {

@@ -125,6 +125,8 @@ public actor BridgeEngine {
         case reannounce(generation: Int, delay: Double)
         case settle(adapter: String, generation: UInt64, after: Double)
         case summariseSuppressed(after: Double)
+        case announce(adapter: String, generation: UInt64)
+        case sweep(after: Double)
     }
 
     public private(set) var settings: EngineSettings
@@ -152,7 +154,7 @@ public actor BridgeEngine {
     /// The bridge device's discovery topics as last announced.
     var bridgeDiscoveryTopics: [String] = []
     /// The clearing of orphaned discovery configs, once per process (see `DiscoverySweep`).
-    enum SweepState { case waiting, collecting(nonce: String, found: Set<String>), done }
+    enum SweepState { case waiting, deferred, collecting(nonce: String, found: Set<String>), done }
     var sweep = SweepState.waiting
     var connectedOnce = false
     var reloader: (@Sendable () async throws -> JSONValue)?
@@ -245,6 +247,13 @@ public actor BridgeEngine {
                     group.addTask {
                         do { try await self.clock.sleep(seconds: delay) } catch { return }
                         await self.reannounce(generation)
+                    }
+                case .announce(let adapter, let generation):
+                    group.addTask { await self.flushAnnouncements(adapter, generation) }
+                case .sweep(let after):
+                    group.addTask {
+                        do { try await self.clock.sleep(seconds: after) } catch { return }
+                        await self.maybeSweep(deferred: true)
                     }
                 case .summariseSuppressed(let after):
                     group.addTask {

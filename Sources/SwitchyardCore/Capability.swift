@@ -116,7 +116,8 @@ extension Capability {
         switch kind {
         case .binary(let toggle):
             var word: String?
-            if case .string(let s) = value { word = s.uppercased() }
+            // Case is folded only in what could be a word (a long string from a flood is not upper-cased whole).
+            if case .string(let s) = value, s.utf8.count <= 24 { word = s.uppercased() }
             if case .bool(let b) = value { word = b ? "ON" : "OFF" }
             let allowed = toggle ? ["ON", "OFF", "TOGGLE"] : ["ON", "OFF"]
             guard let w = word, allowed.contains(w) else {
@@ -125,7 +126,7 @@ extension Capability {
             return .string(w)
         case .bool:
             if case .bool = value { return value }
-            if case .string(let s) = value, ["true", "false"].contains(s.lowercased()) { return .bool(s.lowercased() == "true") }
+            if case .string(let s) = value, s.utf8.count <= 16, ["true", "false"].contains(s.lowercased()) { return .bool(s.lowercased() == "true") }
             throw fail("expected true or false, got \(value.excerpt)")
         case .integer(let lo, let hi):
             guard case .number(let n) = value, n.isFinite else { throw fail("expected an integer \(lo)–\(hi), got \(value.excerpt)") }
@@ -139,13 +140,17 @@ extension Capability {
             guard n >= lo, n <= hi else { throw fail("\(JSONValue.format(n)) is out of range \(JSONValue.format(lo))–\(JSONValue.format(hi))") }
             return .number(Capability.round(n, precision: p))
         case .enumeration(let values), .action(let values):
-            guard case .string(let s) = value, let match = values.first(where: { $0.lowercased() == s.lowercased() }) else {
+            let folded: String? = if case .string(let s) = value, s.utf8.count <= 3 * (values.map(\.utf8.count).max() ?? 0) { s.lowercased() } else { nil }
+            guard let folded, let match = values.first(where: { $0.lowercased() == folded }) else {
                 throw fail("expected one of \(values.joined(separator: ", ")), got \(value.excerpt)")
             }
             return .string(match)
         case .text(let maxLength):
             guard case .string(let s) = value else { throw fail("expected a string, got \(value.excerpt)") }
-            guard s.count <= maxLength else { throw fail("longer than \(maxLength) characters") }
+            // Counted up to one past the limit at most (a long string's characters are never all counted).
+            guard s.utf8.count <= maxLength || s.prefix(maxLength + 1).count <= maxLength else {
+                throw fail("longer than \(maxLength) characters")
+            }
             return value
         case .object(let members, let acceptsText):
             if acceptsText, case .string = value { return value }

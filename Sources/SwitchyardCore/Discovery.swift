@@ -32,12 +32,29 @@ public struct DiscoveryBuilder: Sendable {
     public struct Entry: Sendable, Equatable {
         public var topic: String
         public var payload: JSONValue
+        /// The component and the (normalised) object the topic is made of.
+        public var shape: Shape
     }
 
-    /// `switchyard_<base>_<adapter>_<id>`, normalised to `[A-Za-z0-9_-]`.
-    public func nodeID(adapter: String, deviceID: String) -> String {
-        "switchyard_\(Naming.normaliseID(scheme.base))_\(Naming.normaliseID(adapter))_\(Naming.normaliseID(deviceID))"
+    /// What one config announces, apart from the device: `<prefix>/<component>/<node>/<object>/config`.
+    public struct Shape: Sendable, Equatable {
+        public var component: String
+        public var object: String
     }
+
+    public func configTopic(_ shape: Shape, node: String) -> String {
+        "\(scheme.discoveryPrefix)/\(shape.component)/\(node)/\(shape.object)/config"
+    }
+
+    /// The shapes of a device's configs, in the order `entries` gives them: they depend on its category and
+    /// capabilities only (see `DeviceRegistry.Shapes`, which works them out once for each kind of device).
+    public func shapes(_ d: DeviceDescriptor) -> [Shape] { entries(adapter: "a", name: "n", device: d).map(\.shape) }
+
+    /// `switchyard_<base>_<adapter>_<id>`, normalised to `[A-Za-z0-9_-]`.
+    public func nodeID(adapter: String, deviceID: String) -> String { nodePrefix(adapter: adapter) + Naming.normaliseID(deviceID) }
+
+    /// `switchyard_<base>_<adapter>_`: what every node of one adapter's devices starts with.
+    public func nodePrefix(adapter: String) -> String { "\(nodePrefix)\(Naming.normaliseID(adapter))_" }
 
     static let lightFields: Set<String> = ["state", "brightness", "color", "color_temp", "color_mode", "transition", "effect"]
 
@@ -75,8 +92,8 @@ public struct DiscoveryBuilder: Sendable {
             p["object_id"] = .string(objectID)
             p["default_entity_id"] = .string("\(component).\(objectID)")
             if main { p["name"] = .null }
-            out.append(Entry(topic: "\(scheme.discoveryPrefix)/\(component)/\(node)/\(Naming.normaliseID(object))/config",
-                             payload: .object(p)))
+            let shape = Shape(component: component, object: Naming.normaliseID(object))
+            out.append(Entry(topic: configTopic(shape, node: node), payload: .object(p), shape: shape))
         }
 
         var consumed: Set<String> = []
@@ -190,7 +207,8 @@ extension DiscoveryBuilder {
                                           "unique_id": .string("\(bridgeNode)_\(object)"), "object_id": .string("\(bridgeNode)_\(object)"),
                                           "default_entity_id": .string("\(component).\(bridgeNode)_\(object)")]
             for (k, v) in fields { p[k] = v }
-            out.append(Entry(topic: "\(scheme.discoveryPrefix)/\(component)/\(bridgeNode)/\(object)/config", payload: .object(p)))
+            let shape = Shape(component: component, object: object)
+            out.append(Entry(topic: configTopic(shape, node: bridgeNode), payload: .object(p), shape: shape))
         }
         let online: [String: JSONValue] = ["availability_topic": .string(scheme.bridgeState)]
         // Not tied to the bridge's availability: it is the bridge's availability.

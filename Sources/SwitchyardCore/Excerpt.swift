@@ -13,5 +13,5 @@ extension StringProtocol {
 
 extension JSONValue {
     /// The value as JSON, quoted in a message: at most 80 bytes (see `excerpt`).
-    public var excerpt: String { serialized.excerpt() }
+    public var excerpt: String { String(decoding: prefixBytes(80), as: UTF8.self).excerpt() }
 }

@@ -96,7 +96,10 @@ public struct InboundRouter: Sendable {
         // on the result topic of the name the command was sent to.
         let resultTopic = scheme.result(adapter: adapter, name: device)
         let parsed: CommandParser.Parsed
-        switch CommandParser.read(payload: m.payload, field: field, bareWords: known?.descriptor.bareCommands ?? CommandParser.stateWords) {
+        // Only the device's own fields are built (the rest are named as unknown without being read into values);
+        // for a device that is not there, only the transaction is.
+        switch CommandParser.read(payload: m.payload, field: field, bareWords: known?.descriptor.bareCommands ?? CommandParser.stateWords,
+                                  keep: { key in known?.descriptor.capability(key) != nil }) {
         case .success(let p): parsed = p
         case .failure(let f):
             return .reject(f.message, topic: m.topic, transaction: f.transaction, resultTopic: f.transaction == nil ? nil : resultTopic)

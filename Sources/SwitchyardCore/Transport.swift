@@ -59,6 +59,38 @@ public struct TransportStats: Sendable, Equatable {
     public init() {}
 }
 
+/// When a message may go, relative to the others waiting for the broker. Each lane goes out only while the
+/// lanes before it are empty, in the order its messages were handed over, so that a subscriber sees the tree
+/// early: on a start with ten thousand devices, every state (`now`) before the new devices' availability
+/// and `device_added` events (`soon`), and those before their discovery configs and details (`late`). Only
+/// what nothing depends on is deferred: removals, renames and every later change go `now`, in order.
+/// Events keep their order among themselves whatever their lanes.
+public enum Lane: UInt8, Sendable, Comparable {
+    case now, soon, late
+
+    public static func < (a: Lane, b: Lane) -> Bool { a.rawValue < b.rawValue }
+}
+
+/// A payload made only when it is sent (and again at every reconnect), from what its owner keeps anyway:
+/// the transport then holds no serialised copy (a device's discovery configs and details, about 2 kB a
+/// device). It must give the same bytes every time, and be safe to call from the network thread.
+public protocol PayloadSource: AnyObject, Sendable {
+    func payload() -> [UInt8]
+}
+
+/// A publication's payload: bytes, or the source that makes them when they are sent.
+public enum PayloadBody: Sendable {
+    case bytes([UInt8])
+    case source(any PayloadSource)
+
+    public var bytes: [UInt8] {
+        switch self {
+        case .bytes(let b): return b
+        case .source(let s): return s.payload()
+        }
+    }
+}
+
 /// The broker, as the core sees it. Publishing never fails: a message the broker has not
 /// acknowledged stays in the transport's outbox and is sent after a reconnect. Every retained topic
 /// ever published is kept (latest value) and re-published on every connect, so a broker restarted
@@ -67,6 +99,8 @@ public protocol MQTTTransport: AnyObject, Sendable {
     /// Ordered events from the network. One consumer.
     var events: AsyncStream<TransportEvent> { get }
     func publish(_ topic: String, _ payload: [UInt8], qos: Int, retain: Bool)
+    /// Several messages in one hand-over, in order (each in its lane).
+    func publish(_ batch: [Publication])
     /// Replaces the set of subscriptions; kept across reconnects.
     func setSubscriptions(_ filters: [String])
     func stats() -> TransportStats
@@ -76,6 +110,11 @@ public protocol MQTTTransport: AnyObject, Sendable {
 
 extension MQTTTransport {
     public func release(_ message: InboundMessage) {}
+
+    /// One by one, in order, lanes aside (a transport without lanes sends in the order handed over).
+    public func publish(_ batch: [Publication]) {
+        for p in batch { publish(p.topic, p.payload, qos: p.qos, retain: p.retain) }
+    }
 
     public func publish(_ topic: String, _ text: String, qos: Int = 1, retain: Bool = false) {
         publish(topic, Array(text.utf8), qos: qos, retain: retain)

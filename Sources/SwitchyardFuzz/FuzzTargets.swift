@@ -31,11 +31,27 @@ public enum FuzzTargets {
         precondition(ok, what())
     }
 
-    /// JSON documents: whatever parses serialises to text that parses back to the same value.
+    /// JSON documents: whatever parses serialises to text that parses back to the same value; the reader
+    /// that builds only some members (`parse(_:keeping:)`, the flood's cheap path) accepts exactly what the
+    /// whole reader accepts, builds the kept members as it does, and quotes any other value as its excerpt.
     static let json: Target = { bytes in
-        guard let v = try? JSONValue.parse(bytes) else { return }
+        let keep: (String) -> Bool = { $0.utf8.count % 2 == 0 }
+        let lazy = try? JSONValue.parse(bytes, keeping: keep)
+        guard let v = try? JSONValue.parse(bytes) else {
+            check(lazy == nil, "the cheap reader accepted what the whole reader refuses")
+            return
+        }
         let again = try? JSONValue.parse(v.bytes)
         check(again == v, "JSON round trip changed \(v.serialized.prefix(200))")
+        switch lazy {
+        case .object(let o)?:
+            check(v.objectValue.map { whole in o.keys.sorted() == whole.keys.sorted() && whole.allSatisfy { keep($0.key) ? o[$0.key] == $0.value : o[$0.key] == .null } } == true,
+                  "the cheap reader built an object other than the whole reader's")
+        case .other(let excerpt)?:
+            check(v.objectValue == nil && excerpt == v.excerpt, "the cheap reader quoted \(excerpt.prefix(100)) for \(v.excerpt)")
+        case nil:
+            check(false, "the cheap reader refused what the whole reader accepts")
+        }
     }
 
     /// The streaming reader (HA's entities snapshot): it accepts what the whole-document reader accepts,
@@ -59,18 +75,27 @@ public enum FuzzTargets {
         .state(), .brightness(), .colorTemp(minKelvin: 2500, maxKelvin: 9000), .color(), .colorMode(), .transition(),
     ])
 
-    /// A command as the core reads it: the first byte picks `/set` (whole) or `/set/<field>`.
+    /// A command as the core reads it: the first byte picks `/set` (whole) or `/set/<field>`. The router's
+    /// cheap read (only the light's own fields built) ends exactly as the full read does: the same error,
+    /// or the same transaction and the same outcome of validation.
     static let command: Target = { bytes in
         let fields = [nil, "state", "brightness", "color", "color_temp", "nope"]
         let field = bytes.first.map { fields[Int($0) % fields.count] } ?? nil
-        switch CommandParser.read(payload: Array(bytes.dropFirst()), field: field) {
+        let payload = Array(bytes.dropFirst())
+        let cheap = CommandParser.read(payload: payload, field: field, bareWords: light.bareCommands, keep: { light.capability($0) != nil })
+        switch CommandParser.read(payload: payload, field: field, bareWords: light.bareCommands) {
         case .failure(let f):
             check(f.message.utf8.count <= maxMessage, "an error message of \(f.message.utf8.count) bytes")
+            check(cheap == .failure(f), "the cheap read ended otherwise than the full one: \(f.message)")
         case .success(let parsed):
             if let t = parsed.transaction { check(t.serialized.utf8.count <= CommandParser.maxTransactionBytes, "a long transaction accepted") }
-            if case .failure(let f) = CommandParser.validate(parsed.fields, against: light) {
+            let outcome = CommandParser.validate(parsed.fields, against: light)
+            if case .failure(let f) = outcome {
                 check(f.message.utf8.count <= maxMessage, "a validation message of \(f.message.utf8.count) bytes")
             }
+            guard case .success(let c) = cheap else { return check(false, "the cheap read failed where the full one did not") }
+            check(c.transaction == parsed.transaction && CommandParser.validate(c.fields, against: light) == outcome,
+                  "the cheap read validated otherwise than the full one")
         }
     }
 
@@ -121,11 +146,13 @@ public enum FuzzTargets {
         }
     }
 
-    /// A frame from Home Assistant: whatever it holds, the mirror only makes legal MQTT topic names.
+    /// A frame from Home Assistant: whatever it holds, the mirror only makes legal MQTT topic names, and
+    /// packs every entity's topics without loss.
     static let ha: Target = { bytes in
         for m in HAMirrorModel.digest(bytes) {
             check(Topic.isPublishable(m.relative), "the mirror made the topic '\(m.relative.prefix(200))'")
         }
+        check(HAMirrorModel.packsLosslessly(bytes), "an entity's topics changed in packing")
     }
 
     /// A UDP datagram from the LAN: decoded, and its payload read as every message the bridge reads. A

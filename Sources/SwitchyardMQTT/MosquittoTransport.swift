@@ -93,8 +93,16 @@ public final class MosquittoTransport: MQTTTransport {
     }
 
     public func publish(_ topic: String, _ payload: [UInt8], qos: Int, retain: Bool) {
-        shared.withLock { s in
-            s.outbox.add(topic: topic, payload: payload, qos: qos, retain: retain)
+        publish([Publication(topic, payload, qos: qos, retain: retain)])
+    }
+
+    /// One lock and one wake-up for the whole batch (callgrind of a start with 10 000 devices: a pipe
+    /// write and a lock per message).
+    public func publish(_ batch: [Publication]) {
+        guard !batch.isEmpty else { return }
+        let refused = shared.withLock { s in batch.filter { !s.outbox.add($0) } }
+        for p in refused {
+            logger.error("message refused: its topic is empty or over 65 535 bytes", metadata: ["mqtt.topic": "\(p.topic.excerpt(200))"])
         }
         wake()
     }
@@ -428,38 +436,61 @@ final class NetworkLoop {
     /// Hands outbox messages to libmosquitto while fewer than `maxInflight` await their acknowledgement.
     /// A change of subscriptions made before a publish reaches the broker before it: the check and the
     /// take share the lock, so a sentinel published after subscribing comes back (the sweep relies on it).
+    ///
+    /// Messages are taken a window at a time: one lock to take them all, one to record them (perf of a start
+    /// with 10 000 devices: two locks per message on the network thread, contended by the engine's hand-overs).
+    /// (Writing a window with the socket corked, in full segments, measured no faster on loopback.)
     func pump(_ m: OpaquePointer) {
         while true {
-            let next: (Outbox.Key, Outbox.Message)?? = transport.shared.withLock { s in
-                if s.subscriptionsChanged { return .some(nil) }
-                guard s.outbox.inflight.count < settings.maxInflight else { return nil }
-                return s.outbox.next().map { .some($0) }
+            let window: [(Outbox.Key, Outbox.Message)]? = transport.shared.withLock { s in
+                if s.subscriptionsChanged { return nil }
+                var out: [(Outbox.Key, Outbox.Message)] = []
+                while s.outbox.inflight.count + out.count < settings.maxInflight, let next = s.outbox.next() { out.append(next) }
+                return out
             }
-            guard let next else { return }
-            guard let (key, msg) = next else {
+            guard let window else {
                 syncSubscriptions(m)
                 continue
             }
-            var mid: Int32 = 0
-            publishing = true
-            let rc = msg.payload.withUnsafeBytes { b in
-                mosquitto_publish(m, &mid, msg.topic, Int32(b.count), b.baseAddress, Int32(msg.qos), msg.retain)
+            if window.isEmpty { return }
+            var sent: [(Outbox.Key, Int32, early: Bool)] = []
+            var refused: [Outbox.Key] = []
+            sent.reserveCapacity(window.count)
+            for (key, msg) in window {
+                var mid: Int32 = 0
+                let payload = msg.payload   // made here, outside the lock, when it comes from a source
+                publishing = true
+                let rc = payload.withUnsafeBytes { b in
+                    mosquitto_publish(m, &mid, msg.topic, Int32(b.count), b.baseAddress, Int32(msg.qos), msg.retain)
+                }
+                publishing = false
+                if rc == MOSQ_ERR_SUCCESS.rawValue {
+                    sent.append((key, mid, earlyAcks.remove(mid) != nil))
+                } else if Self.connectionLost(rc) {
+                    break   // the rest stays in the outbox; everything unacknowledged goes again after the reconnect
+                } else {
+                    logger.error("message refused by the MQTT client", metadata: ["mqtt.topic": "\(msg.topic)", "error": "\(Self.describe(rc))"])
+                    refused.append(key)
+                }
             }
-            publishing = false
-            if rc == MOSQ_ERR_SUCCESS.rawValue {
-                let early = earlyAcks.remove(mid) != nil
-                transport.shared.withLock { s in
+            transport.shared.withLock { s in
+                for (key, mid, early) in sent {
                     s.outbox.sent(key, mid: mid)
-                    s.stats.published += 1
                     if early { s.outbox.acknowledged(mid: mid) }
                 }
-            } else if rc == MOSQ_ERR_NO_CONN.rawValue || rc == MOSQ_ERR_CONN_LOST.rawValue {
-                return   // stays in the outbox; resent after the reconnect
-            } else {
-                logger.error("message refused by the MQTT client", metadata: ["mqtt.topic": "\(msg.topic)", "error": "\(Self.describe(rc))"])
-                transport.shared.withLock { $0.outbox.discard(key) }
+                s.stats.published += sent.count
+                for key in refused { s.outbox.discard(key) }
             }
+            if sent.count + refused.count < window.count { return }
         }
+    }
+
+    /// Whether a publish failed because of the connection (the message stays in the outbox and goes again
+    /// after the reconnect), not because of the message itself (refused for good). A write that fails with
+    /// an errno (EPIPE, ECONNRESET: the broker went away mid-burst) is the connection's: as "refused" it had
+    /// dropped every message published while the loss was being noticed (callgrind, 20 000 devices: 65 585).
+    static func connectionLost(_ rc: Int32) -> Bool {
+        [MOSQ_ERR_NO_CONN, MOSQ_ERR_CONN_LOST, MOSQ_ERR_ERRNO, MOSQ_ERR_KEEPALIVE, MOSQ_ERR_NOMEM, MOSQ_ERR_TLS].contains { $0.rawValue == rc }
     }
 
     // MARK: callbacks (network thread, inside mosquitto_loop_* or mosquitto_publish)

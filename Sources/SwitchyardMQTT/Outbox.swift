@@ -1,3 +1,5 @@
+import SwitchyardCore
+
 /// A first-in first-out queue with amortised O(1) pops.
 struct FIFO<Element> {
     private var items: [Element] = []
@@ -29,66 +31,58 @@ struct FIFO<Element> {
 /// What the bridge has asked to publish and the broker has not yet acknowledged (design.md §4),
 /// plus the ledger of every retained topic (latest value), re-published on every connect.
 /// Pure bookkeeping: no I/O, so it is unit-tested without a broker.
+///
+/// Messages wait in three lanes (`Lane`): one goes out only when the lanes before it are empty, each in
+/// the order it was added. Events (non-retained) keep their order among themselves: a `now` event on a
+/// topic that `soon` events wait on first moves the `soon` lane ahead of it.
 struct Outbox {
     enum Key: Hashable {
-        case retained(topic: String, generation: UInt32)
+        case retained(slot: UInt32, generation: UInt32)
         case event(id: UInt64)
+
+        /// In 8 bytes, as the lanes hold it (hundreds of thousands wait at a start): the top bit set for a
+        /// retained value.
+        var packed: UInt64 {
+            switch self {
+            case .retained(let slot, let generation): return 1 << 63 | UInt64(slot) << 32 | UInt64(generation)
+            case .event(let id): return id & ~(1 << 63)
+            }
+        }
+
+        init(packed k: UInt64) {
+            self = k >> 63 == 1 ? .retained(slot: UInt32(truncatingIfNeeded: k >> 32) & 0x7FFF_FFFF, generation: UInt32(truncatingIfNeeded: k))
+                                : .event(id: k)
+        }
     }
 
+    /// A message as it is handed to the client; the payload is made (a source's) only then, outside the lock.
     struct Message {
+        var topic: String
+        var body: RetainedLedger.Stored
+        var qos: Int
+        var retain: Bool
+
+        var payload: [UInt8] { body.bytes }
+    }
+
+    struct Event {
         var topic: String
         var payload: [UInt8]
         var qos: Int
-        var retain: Bool
-    }
-
-    /// The ledger holds every retained topic for the life of the process (tens of thousands with a large
-    /// Home Assistant mirror), so its entries are kept small: 32 bytes plus the payload, which is stored
-    /// without an allocation when it is UTF-8 of at most 15 bytes (`online`, `21.5`, `"W"`).
-    struct RetainedEntry {
-        // In this order the fields pack into 32 bytes (the payload enum takes 17).
-        var stored: StoredPayload
-        var qos: UInt8
-        var acked: Bool
-        var generation: UInt32  // bumped (wrapping) on every new value
-        var order: UInt64       // first publish: republish keeps the original order
-
-        var payload: [UInt8] { stored.bytes }
-    }
-
-    enum StoredPayload {
-        case text(String)       // String keeps up to 15 UTF-8 bytes inline
-        case bytes([UInt8])
-
-        init(_ b: [UInt8]) {
-            if b.count <= 15, let s = String(validating: b, as: UTF8.self) { self = .text(s) } else { self = .bytes(b) }
-        }
-
-        var bytes: [UInt8] {
-            switch self {
-            case .text(let s): return Array(s.utf8)
-            case .bytes(let b): return b
-            }
-        }
-
-        var isEmpty: Bool {
-            switch self {
-            case .text(let s): return s.isEmpty
-            case .bytes(let b): return b.isEmpty
-            }
-        }
+        var lane: Lane
     }
 
     let maxEvents: Int
     /// Payload bytes of the queued events; past `maxEventBytes` the oldest go, as past `maxEvents`.
     let maxEventBytes: Int
     private(set) var eventBytes = 0
-    private(set) var ledger: [String: RetainedEntry] = [:]
-    private(set) var events: [UInt64: Message] = [:]
+    private(set) var ledger = RetainedLedger()
+    private(set) var events: [UInt64: Event] = [:]
     private var eventOrder = FIFO<UInt64>()
-    private var sendQueue = FIFO<Key>()
+    private var lanes = [FIFO<UInt64>](repeating: FIFO(), count: 3)
+    /// Topics of the events waiting in the `soon` lane, with their counts.
+    private var soonEventTopics: [String: Int] = [:]
     private(set) var inflight: [Int32: Key] = [:]
-    private var nextOrder: UInt64 = 0
     private var nextEvent: UInt64 = 0
     private(set) var dropped = 0
 
@@ -98,44 +92,72 @@ struct Outbox {
     }
 
     /// Messages not yet acknowledged: retained values awaiting PUBACK plus queued events.
-    var pending: Int { ledger.values.reduce(0) { $0 + ($1.acked ? 0 : 1) } + events.count }
+    var pending: Int { ledger.unacked + events.count }
     var retainedCount: Int { ledger.count }
 
-    mutating func add(topic: String, payload: [UInt8], qos: Int, retain: Bool) {
-        nextOrder += 1
-        if retain {
-            var e = ledger[topic] ?? RetainedEntry(stored: .bytes([]), qos: 0, acked: false, generation: 0, order: nextOrder)
-            e.stored = StoredPayload(payload)
-            e.qos = UInt8(clamping: qos)
-            e.generation &+= 1
-            e.acked = false
-            ledger[topic] = e
-            sendQueue.push(.retained(topic: topic, generation: e.generation))
-        } else {
-            nextEvent += 1
-            events[nextEvent] = Message(topic: topic, payload: payload, qos: qos, retain: false)
-            eventBytes += payload.count
-            eventOrder.push(nextEvent)
-            sendQueue.push(.event(id: nextEvent))
-            while events.count > maxEvents || eventBytes > maxEventBytes, let oldest = eventOrder.pop() {
-                if removeEvent(oldest) { dropped += 1 }
-            }
+    mutating func add(topic: String, payload: [UInt8], qos: Int, retain: Bool, lane: Lane = .now) {
+        add(Publication(topic, payload, qos: qos, retain: retain, lane: lane))
+    }
+
+    /// Queues a message; false (and nothing queued) for a topic no broker takes: empty or over 65 535 bytes.
+    @discardableResult
+    mutating func add(_ p: Publication) -> Bool {
+        let n = p.topic.utf8.count
+        guard n > 0, n <= 65_535 else { return false }
+        if p.retain {
+            let (slot, generation) = ledger.set(p.topic, RetainedLedger.Stored(p.body), qos: UInt8(clamping: p.qos), lane: p.lane)
+            lanes[Int(p.lane.rawValue)].push(Key.retained(slot: slot, generation: generation).packed)
+            return true
         }
+        // An event is never `late`: events are history, kept in their order.
+        let lane: Lane = p.lane == .now ? .now : .soon
+        if lane == .now, soonEventTopics[p.topic] != nil { promoteSoon() }
+        if lane == .soon { soonEventTopics[p.topic, default: 0] += 1 }
+        nextEvent += 1
+        let payload = p.payload
+        events[nextEvent] = Event(topic: p.topic, payload: payload, qos: p.qos, lane: lane)
+        eventBytes += payload.count
+        eventOrder.push(nextEvent)
+        lanes[Int(lane.rawValue)].push(Key.event(id: nextEvent).packed)
+        while events.count > maxEvents || eventBytes > maxEventBytes, let oldest = eventOrder.pop() {
+            if removeEvent(oldest) { dropped += 1 }
+        }
+        return true
+    }
+
+    /// Everything waiting in `soon` goes out before anything added to `now` from here on.
+    private mutating func promoteSoon() {
+        while let key = lanes[Int(Lane.soon.rawValue)].pop() {
+            if case .event(let id) = Key(packed: key) { events[id]?.lane = .now }
+            lanes[Int(Lane.now.rawValue)].push(key)
+        }
+        soonEventTopics.removeAll()
     }
 
     /// The next message to hand to the client, skipping superseded values and dropped events.
     mutating func next() -> (Key, Message)? {
-        while let key = sendQueue.pop() {
-            switch key {
-            case .retained(let topic, let generation):
-                guard let e = ledger[topic], e.generation == generation, !e.acked else { continue }
-                return (key, Message(topic: topic, payload: e.payload, qos: Int(e.qos), retain: true))
-            case .event(let id):
-                guard let m = events[id] else { continue }
-                return (key, m)
+        for lane in lanes.indices {
+            while let packed = lanes[lane].pop() {
+                let key = Key(packed: packed)
+                switch key {
+                case .retained(let slot, let generation):
+                    let e = ledger[slot]
+                    guard e.topicLength != 0, e.generation == generation, !e.isAcked else { continue }
+                    return (key, Message(topic: ledger.topic(slot), body: e.payload, qos: Int(e.qos), retain: true))
+                case .event(let id):
+                    guard let m = events[id] else { continue }
+                    if m.lane == .soon { leftSoon(m.topic) }
+                    events[id]?.lane = .now
+                    return (key, Message(topic: m.topic, body: .bytes(m.payload), qos: m.qos, retain: false))
+                }
             }
         }
         return nil
+    }
+
+    private mutating func leftSoon(_ topic: String) {
+        guard let n = soonEventTopics[topic] else { return }
+        soonEventTopics[topic] = n > 1 ? n - 1 : nil
     }
 
     mutating func sent(_ key: Key, mid: Int32) { inflight[mid] = key }
@@ -143,8 +165,8 @@ struct Outbox {
     /// The client refused the message for good (oversize, bad topic): forget it.
     mutating func discard(_ key: Key) {
         switch key {
-        case .retained(let topic, let generation):
-            if ledger[topic]?.generation == generation { ledger[topic] = nil }
+        case .retained(let slot, let generation):
+            if ledger[slot].generation == generation { ledger.remove(slot) }
         case .event(let id):
             removeEvent(id)
         }
@@ -154,6 +176,7 @@ struct Outbox {
     private mutating func removeEvent(_ id: UInt64) -> Bool {
         guard let m = events.removeValue(forKey: id) else { return false }
         eventBytes -= m.payload.count
+        if m.lane == .soon { leftSoon(m.topic) }
         return true
     }
 
@@ -162,40 +185,33 @@ struct Outbox {
     mutating func acknowledged(mid: Int32) -> Bool {
         guard let key = inflight.removeValue(forKey: mid) else { return false }
         switch key {
-        case .retained(let topic, let generation):
-            if var e = ledger[topic], e.generation == generation {
-                if e.stored.isEmpty {
-                    ledger[topic] = nil   // a delivered clear needs no republish
-                } else {
-                    e.acked = true
-                    ledger[topic] = e
-                }
-            }
-        case .event(let id):
-            removeEvent(id)
+        case .retained(let slot, let generation): ledger.acknowledge(slot, generation: generation)
+        case .event(let id): removeEvent(id)
         }
         return true
     }
 
-    /// On every (re)connect: `first` (the birth message), then every retained topic the bridge owns
-    /// (original order), then every event not yet acknowledged.
+    /// The latest payload of a retained topic the ledger holds (nil: none, or cleared and delivered).
+    func retained(_ topic: String) -> [UInt8]? { ledger.find(topic).map { ledger[$0].payload.bytes } }
+
+    /// On every (re)connect: `first` (the birth message), then every retained topic the bridge owns (by lane:
+    /// states and availability before discovery and details; in first-published order within one), then
+    /// every event not yet acknowledged.
     mutating func resetForReconnect(first: String? = nil) {
         inflight.removeAll()
-        sendQueue.removeAll()
-        let ordered = ledger.sorted { a, b in
-            if a.key == first || b.key == first { return a.key == first && b.key != first }
-            return a.value.order < b.value.order
-        }
-        for (topic, e) in ordered {
-            if e.stored.isEmpty && e.acked { continue }
-            ledger[topic]!.acked = false
-            sendQueue.push(.retained(topic: topic, generation: e.generation))
+        for i in lanes.indices { lanes[i].removeAll() }
+        soonEventTopics.removeAll()
+        let firstSlot = first.flatMap { ledger.find($0) }
+        if let firstSlot { lanes[0].push(Key.retained(slot: firstSlot, generation: ledger[firstSlot].generation).packed) }
+        for slot in ledger.unacknowledgeAll() where slot != firstSlot {
+            lanes[0].push(Key.retained(slot: slot, generation: ledger[slot].generation).packed)
         }
         var live = FIFO<UInt64>()
         while let id = eventOrder.pop() {
             guard events[id] != nil else { continue }
+            events[id]?.lane = .now
             live.push(id)
-            sendQueue.push(.event(id: id))
+            lanes[0].push(Key.event(id: id).packed)
         }
         eventOrder = live
     }

@@ -9,7 +9,6 @@ import SwitchyardCore
 import SwitchyardMQTT
 import SwitchyardSoak
 import SwitchyardTestSupport
-import SwitchyardWebTesting
 
 /// Devices whose state the benchmark drives directly through the core.
 actor BenchAdapter: Adapter {
@@ -41,6 +40,8 @@ struct Figure: Encodable {
     var value: Double
     var unit: String
     var ratio: Double?
+    /// What `ratio` divides by, measured in the same run (raw libmosquitto unless said).
+    var baseline: String?
 }
 
 @main
@@ -49,7 +50,7 @@ struct SwitchyardBench: AsyncParsableCommand {
         commandName: "switchyard-bench",
         abstract: "Measures the bridge against raw libmosquitto on a broker it starts itself (loopback).")
 
-    @Option(help: "Scenarios to run: publish, ha-mirror, command-latency, startup, memory, console, lifx-budget, lifx-lan, hostile, reconnect (default: all); soak (alone, --minutes).")
+    @Option(help: "Scenarios to run: publish, ha-mirror, command-latency, startup, memory, console, lifx-budget, lifx-lan, hostile, reconnect, scale (default: all); soak (alone, --minutes).")
     var scenario: [String] = []
     @Flag(help: "Print the figures as JSON.") var json = false
     @Option(help: "State updates for the publish scenario.") var messages = 20_000
@@ -62,6 +63,11 @@ struct SwitchyardBench: AsyncParsableCommand {
     @Flag(help: "Measure a switchyard binary from before the console (SWITCHYARD_BIN): no web: section, memory measured once.")
     var preConsole = false
     @Option(help: "Minutes of the soak scenario (docs/testing.md \"The soak run\").") var minutes = 60.0
+    @Option(help: "Device counts of the scale scenario, each with 5× as many HA entities (comma-separated).",
+            transform: { s in try s.split(separator: ",").map { guard let n = Int($0.trimmingCharacters(in: .whitespaces)), n > 0 else { throw ValidationError("bad device count '\($0)'") }; return n } })
+    var scaleDevices: [Int] = [1_000, 10_000, 20_000]
+    @Option(help: "Seconds of command and HA churn in each process of the scale scenario before reading memory.") var scaleChurnSeconds = 20.0
+    @Option(help: "Start-ups (and raw publishing runs) per size in the scale scenario; their medians make the ratio.") var scaleRepeats = 3
 
     /// `soak`: the demo's home under commands and a schedule of faults for `minutes`, invariants checked
     /// all along; exits non-zero on any breach.
@@ -74,12 +80,14 @@ struct SwitchyardBench: AsyncParsableCommand {
         if !report.breaches.isEmpty { throw ExitCode(1) }
     }
 
+    static let brokerConfig = "max_inflight_messages 100\nset_tcp_nodelay true"
+
     func run() async throws {
-        let all = ["publish", "ha-mirror", "command-latency", "startup", "memory", "console", "lifx-budget", "lifx-lan", "hostile", "reconnect"]
+        let all = ["publish", "ha-mirror", "command-latency", "startup", "memory", "console", "lifx-budget", "lifx-lan", "hostile", "reconnect", "scale"]
         if scenario == ["soak"] { return try await soak() }
         let chosen = scenario.isEmpty ? all : scenario
         for s in chosen where !all.contains(s) { throw ValidationError("unknown scenario '\(s)' (known: \(all.joined(separator: ", ")))") }
-        let broker = try await Broker.start(extraConfig: "max_inflight_messages 100\nset_tcp_nodelay true")
+        let broker = try await Broker.start(extraConfig: Self.brokerConfig)
         defer { broker.stop() }
         var figures: [Figure] = []
         let payload = #"{"brightness":42,"state":"ON"}"#
@@ -119,10 +127,11 @@ struct SwitchyardBench: AsyncParsableCommand {
         }
         if chosen.contains("lifx-lan") { figures += try await lifxLANFigures(port: broker.port) }
         if chosen.contains("startup") || chosen.contains("memory") {
-            figures += try await processFigures(port: broker.port, startup: chosen.contains("startup"), memory: chosen.contains("memory"))
+            figures += try await processFigures(port: broker.port, startup: chosen.contains("startup"), memory: chosen.contains("memory"), rawRate: rawRate)
         }
         if chosen.contains("console") { figures += try await consoleFigures(port: broker.port) }
         if chosen.contains("hostile") { figures += try await hostileFigures(port: broker.port) }
+        if chosen.contains("scale") { figures += try await scaleFigures(port: broker.port) }
         if chosen.contains("reconnect") { figures += try await reconnectFigures() }
         report(figures)
     }
@@ -135,7 +144,7 @@ struct SwitchyardBench: AsyncParsableCommand {
             return
         }
         for f in figures {
-            let ratio = f.ratio.map { String(format: "   ratio to raw: %.2f", $0) } ?? ""
+            let ratio = f.ratio.map { "   ratio to \(f.baseline ?? "raw"): " + String(format: "%.2f", $0) } ?? ""
             func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : s + String(repeating: " ", count: n - s.count) }
             let value = String(format: "%.2f", f.value)
             print(pad(f.scenario, 16) + pad(f.name, 56) + String(repeating: " ", count: max(0, 12 - value.count)) + value + " " + pad(f.unit, 6) + ratio)
@@ -143,14 +152,7 @@ struct SwitchyardBench: AsyncParsableCommand {
     }
 
     func rawPublishRate(port: Int, count: Int, topics: Int, payload: String) async throws -> Double {
-        let sub = try await CountingSubscriber(port: port, filters: ["raw/#"])
-        defer { sub.close() }
-        let start = Date()
-        let raw = try RawPublisher.publish(port: port, topics: (0..<topics).map { "raw/d\($0)" }, payloads: Array(repeating: payload, count: count),
-                                           qos: 1, retain: true)
-        defer { raw.close() }
-        guard await sub.waitForCount(count, timeout: 120) else { throw BenchError("raw: only \(sub.count) of \(count) arrived") }
-        return Double(count) / sub.lastAt.timeIntervalSince(start)
+        Double(count) / (try await rawPublishMs(port: port, count: count, topics: topics, payload: payload) / 1000)
     }
 
     /// The bridge in-process over the benchmark's broker (the tests' helper: real transport and engine).
@@ -226,77 +228,39 @@ struct SwitchyardBench: AsyncParsableCommand {
         return (pct(0.5), pct(0.99), samples.last ?? 0)
     }
 
-    /// The real `switchyard` process with `devices` virtual lights: start-up time and memory.
-    func processFigures(port: Int, startup: Bool, memory: Bool) async throws -> [Figure] {
-        // The memory figure also carries the HA mirror with `haEntities` entities, changing under churn.
-        guard memory else { return try await processFigures(port: port, startup: startup, ha: nil) }
-        let entities = (0..<haEntities).map { HomeAssistantSimulator.Entity("sensor.s\($0)", "0", ["friendly_name": .string("S \($0)"), "unit_of_measurement": "W"]) }
-        let sim = try await HomeAssistantSimulator.start(token: "bench", entities: entities)
+    /// The real `switchyard` process with `devices` virtual lights: start-up time (also as a ratio to raw
+    /// libmosquitto publishing as many retained messages, at the baseline's rate of this run) and memory
+    /// (with a Home Assistant mirror of `haEntities` entities changing under churn): the same run twice,
+    /// the console off, then on with one page open all along (docs/console.md).
+    func processFigures(port: Int, startup: Bool, memory: Bool, rawRate: Double) async throws -> [Figure] {
+        guard memory else { return startupFigures(try await measureProcess(port: port, devices: devices, entities: 0, churn: 0), rawRate: rawRate) }
+        let sim = try await HomeAssistantSimulator.start(token: "bench", entities: Self.memoryEntities(haEntities))
         return try await withTeardown {
-            // The same run twice: the console off, then on with one page open all along (docs/console.md).
-            let off = try await processFigures(port: port, startup: startup, ha: sim)
-            if preConsole { return off }
-            let on = try await processFigures(port: port, startup: false, ha: sim, console: true)
-            guard let hwmOff = off.first(where: { $0.name.hasPrefix("VmHWM") })?.value, let hwmOn = on.first(where: { $0.name.hasPrefix("VmHWM") })?.value
-            else { return off + on }
-            return off + on + [Figure(scenario: "memory", name: "console enabled + one page open − disabled (VmHWM; goal ≤ 8 MB)", value: hwmOn - hwmOff, unit: "MB")]
+            let off = try await measureProcess(port: port, devices: devices, ha: (sim, haEntities), churn: churnSeconds)
+            var out = (startup ? startupFigures(off, rawRate: rawRate) : []) + memoryFigures(off, console: false)
+            if preConsole { return out }
+            let on = try await measureProcess(port: port, devices: devices, ha: (sim, haEntities), churn: churnSeconds, console: true)
+            out += memoryFigures(on, console: true)
+            out.append(Figure(scenario: "memory", name: "console enabled + one page open − disabled (VmHWM; goal ≤ 8 MB)", value: on.hwm - off.hwm, unit: "MB"))
+            return out
         } teardown: { await sim.stop() }
     }
 
-    func processFigures(port: Int, startup: Bool, ha: HomeAssistantSimulator?, console: Bool = false) async throws -> [Figure] {
-        let memory = ha != nil
-        // The subscriber is there before the process starts: its first state is timed from the start.
-        let base = "proc\(UUID().uuidString.prefix(4).lowercased())"
-        let sub = try await CountingSubscriber(port: port, filters: ["\(base)/virtual/+"], trackTopics: true)
-        defer { sub.close() }
-        let start = Date()
-        let web = TestEnvironment.freePort()
-        let bridge = try BridgeUnderFault.start(port: port, devices: devices, base: base, discovery: true, preConsole: preConsole,
-                                                extraYAML: (ha.map { "ha: {url: \"\($0.url)\", token: bench}\n" } ?? "")
-                                                    + (console ? "web: {listen: \"127.0.0.1:\(web)\"}\n" : ""))
-        let child = bridge.child
-        defer { child.terminateAndReap() }
-        guard await sub.waitForTopics(devices, timeout: 60) else { throw BenchError("startup: only \(sub.distinctTopics) states") }
-        var out: [Figure] = []
-        if startup {
-            out.append(Figure(scenario: "startup", name: "process start → \(devices) retained states", value: sub.lastAt.timeIntervalSince(start) * 1000, unit: "ms"))
-        }
-        if memory {
-            // One page open for the whole run, reading everything the devices view reads (not the mirror's topics).
-            let page = console ? PageClient(port: web, keepFrames: false) : nil
-            defer { page?.close() }
-            if let page { try await waitUntil("the page has every light", timeout: 60) { page.topicCount >= self.devices } }
-            let pub = try await MQTTProbe.connect(port: port)
-            defer { pub.close() }
-            let end = Date().addingTimeInterval(churnSeconds)
-            var i = 0
-            if ha != nil {
-                let haState = try await CountingSubscriber(port: port, filters: ["\(base)/ha/sensor/+/state"], trackTopics: true)
-                defer { haState.close() }
-                guard await haState.waitForTopics(haEntities, timeout: 60) else { throw BenchError("memory: the HA snapshot did not arrive") }
-            }
-            while Date() < end {
-                pub.publish("\(base)/virtual/l\(i % devices)/set", #"{"brightness": \#(1 + i % 99)}"#)
-                if let ha { ha.set("sensor.s\(i % haEntities)", state: "\(i)") }
-                i += 1
-                if i % 50 == 0 { try await Task.sleep(for: .milliseconds(50)) }
-            }
-            try await Task.sleep(for: .seconds(1))
-            let status = bridge.proc("status")
-            // Which build is measured: `make bench` measures the deployable one (`make release`: Swift runtime and Foundation linked in).
-            let linkage = bridge.proc("maps").contains("libswiftCore.so") ? "Swift runtime as shared libraries" : "Swift runtime linked in"
-            let with = console ? ", console + one page open" : ", console off"
-            out.append(Figure(scenario: "memory", name: "VmHWM, \(devices) devices + HA mirror of \(haEntities) entities, after \(Int(churnSeconds)) s churn (\(i) commands and HA changes; \(linkage)\(with))",
-                              value: bridge.mb("VmHWM", in: status), unit: "MB"))
-            out.append(Figure(scenario: "memory", name: "VmRSS steady", value: bridge.mb("VmRSS", in: status), unit: "MB"))
+    func startupFigures(_ run: ProcessRun, rawRate: Double) -> [Figure] {
+        let rawMs = Double(devices) / rawRate * 1000
+        return [Figure(scenario: "startup", name: "process start → \(devices) retained states", value: run.statesMs, unit: "ms", ratio: run.statesMs / rawMs)]
+    }
+
+    func memoryFigures(_ run: ProcessRun, console: Bool) -> [Figure] {
+        let with = console ? ", console + one page open" : ", console off"
+        return [
+            Figure(scenario: "memory", name: "VmHWM, \(devices) devices + HA mirror of \(haEntities) entities, after \(Int(churnSeconds)) s churn (\(run.churned) commands and HA changes; \(run.linkage)\(with))",
+                   value: run.hwm, unit: "MB"),
+            Figure(scenario: "memory", name: "VmRSS steady", value: run.rss, unit: "MB"),
             // Where the resident pages are: heap and stacks (RssAnon) against mapped code and data of the binary and shared libraries (RssFile).
-            out.append(Figure(scenario: "memory", name: "  of which RssAnon (heap, stacks)", value: bridge.mb("RssAnon", in: status), unit: "MB"))
-            out.append(Figure(scenario: "memory", name: "  of which RssFile (binary, shared libraries)", value: bridge.mb("RssFile", in: status), unit: "MB"))
-            if let dump = ProcessInfo.processInfo.environment["SWITCHYARD_BENCH_SMAPS"] {
-                try? bridge.proc("smaps").write(toFile: dump, atomically: false, encoding: .utf8)
-            }
-        }
-        return out
+            Figure(scenario: "memory", name: "  of which RssAnon (heap, stacks)", value: run.anon, unit: "MB"),
+            Figure(scenario: "memory", name: "  of which RssFile (binary, shared libraries)", value: run.file, unit: "MB"),
+        ]
     }
 
     /// The LIFX adapter with a simulated cloud (loopback HTTP) in-process, over the benchmark's broker.

@@ -12,6 +12,14 @@ final class CountingSubscriber: @unchecked Sendable {
         var waiter: (id: UInt64, topic: String, needle: String, continuation: CheckedContinuation<Bool, Never>)?
         var nextWaiter: UInt64 = 0
         var trackTopics = false
+        /// When the number of distinct topics reached `topicTarget` (stamped in the client's callback, so that a
+        /// poll's delay is not measured).
+        var topicTarget = Int.max
+        var targetReachedAt: Date?
+        /// When the first message arrived.
+        var firstAt: Date?
+        /// When the last waiter (`expect`) was answered, stamped in the client's callback.
+        var waiterHitAt: Date?
     }
 
     static let initialised: Bool = {
@@ -23,12 +31,19 @@ final class CountingSubscriber: @unchecked Sendable {
     let state = Locked(State())
     let connected = Atomic<Bool>(false)
     let subacks = Atomic<Int>(0)
+    /// False for a plain subscriber that only counts: the payload is never copied or decoded (the baseline
+    /// a flood's processing is compared with).
+    let decodes: Bool
 
-    init(port: Int, filters: [String], trackTopics: Bool = false) async throws {
+    init(port: Int, filters: [String], trackTopics: Bool = false, topicTarget: Int = .max, decodes: Bool = true) async throws {
         _ = Self.initialised
         guard let h = mosquitto_new("bench-sub-\(UUID().uuidString.prefix(6))", true, nil) else { throw BenchError("mosquitto_new") }
         handle = h
-        state.withLock { $0.trackTopics = trackTopics }
+        self.decodes = decodes
+        state.withLock {
+            $0.trackTopics = trackTopics
+            $0.topicTarget = topicTarget
+        }
         mosquitto_int_option(h, MOSQ_OPT_RECEIVE_MAXIMUM, 1000)
         mosquitto_int_option(h, MOSQ_OPT_TCP_NODELAY, 1)
         mosquitto_user_data_set(h, Unmanaged.passUnretained(self).toOpaque())
@@ -55,6 +70,11 @@ final class CountingSubscriber: @unchecked Sendable {
     func lastPayload(_ topic: String) -> String? { state.withLock { $0.topics[topic] } }
     /// When the last message arrived (stamped in the client's callback).
     var lastArrival: Date { state.withLock { $0.lastAt } }
+    /// When `topicTarget` distinct topics had arrived (nil: not yet).
+    var targetReachedAt: Date? { state.withLock { $0.targetReachedAt } }
+    var firstAt: Date? { state.withLock { $0.firstAt } }
+    /// When the message the last answered `expect` waited for arrived.
+    var waiterHitAt: Date? { state.withLock { $0.waiterHitAt } }
 
     /// Polls `condition` every 2 ms until it holds (true) or `timeout` seconds pass (false).
     func waitUntil(timeout: Double, _ condition: (State) -> Bool) async -> Bool {
@@ -116,9 +136,14 @@ final class CountingSubscriber: @unchecked Sendable {
         let c = state.withLock { s -> CheckedContinuation<Bool, Never>? in
             s.count += 1
             s.lastAt = Date()
-            if s.trackTopics { s.topics[topic] = payload }
+            if s.firstAt == nil { s.firstAt = s.lastAt }
+            if s.trackTopics {
+                s.topics[topic] = payload
+                if s.targetReachedAt == nil && s.topics.count >= s.topicTarget { s.targetReachedAt = s.lastAt }
+            }
             if let w = s.waiter, w.topic == topic, payload.contains(w.needle) {
                 s.waiter = nil
+                s.waiterHitAt = s.lastAt
                 return w.continuation
             }
             return nil
@@ -139,8 +164,9 @@ enum SubscriberCallbacks {
     static let onMessage: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, UnsafePointer<mosquitto_message>?) -> Void = { _, obj, msg in
         guard let obj, let msg else { return }
         let m = msg.pointee
-        let payload = m.payloadlen > 0 ? String(decoding: UnsafeRawBufferPointer(start: m.payload, count: Int(m.payloadlen)), as: UTF8.self) : ""
-        Unmanaged<CountingSubscriber>.fromOpaque(obj).takeUnretainedValue().received(topic: String(cString: m.topic), payload: payload)
+        let sub = Unmanaged<CountingSubscriber>.fromOpaque(obj).takeUnretainedValue()
+        let payload = sub.decodes && m.payloadlen > 0 ? String(decoding: UnsafeRawBufferPointer(start: m.payload, count: Int(m.payloadlen)), as: UTF8.self) : ""
+        sub.received(topic: String(cString: m.topic), payload: payload)
     }
 }
 

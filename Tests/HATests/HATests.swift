@@ -342,6 +342,100 @@ final class HAHarness: Sendable {
         #expect(HAMirrorModel.publishable("unit_of_measurement"))
     }
 
+    /// Packed topics come back as they went in, whatever their number, names and payload sizes.
+    @Test func packedTopicsComeBackAsTheyWentIn() {
+        var m = HAMirrorModel(publishAttributes: true, publishTimestamps: false)
+        var rng = SystemRandomNumberGenerator()
+        for round in 0..<500 {
+            var t: HAMirrorModel.Topics = [:]
+            for _ in 0..<Int.random(in: 0...12, using: &rng) {
+                // Suffixes old and new (past 127 of them, their numbers take two bytes), payloads empty to long.
+                let suffix = "attr_\(Int.random(in: 0..<(round + 2) * 3, using: &rng))"
+                let n = [0, 1, 15, 16, 17, 200, 5_000].randomElement(using: &rng)!
+                t[suffix] = String((0..<n).map { _ in "aé\"{}0".randomElement(using: &rng)! })
+            }
+            let packed = m.pack(t)
+            #expect(m.topics(packed) == t)
+        }
+    }
+
+    /// A long payload is kept as the array the transport was given (one copy for the mirror and the
+    /// retained ledger), and an unchanged one stays that array.
+    @Test func aLongPayloadIsKeptOnceAndNotCopiedAgain() {
+        var m = HAMirrorModel(publishAttributes: true, publishTimestamps: false)
+        let history = String(repeating: "[1.5, 2.5]", count: 100)
+        let first = m.sync("sensor.a", ["state": "1", "history": history])
+        let sent = first.first { $0.relative == "sensor/a/history" }!.payload
+        let second = m.sync("sensor.a", ["state": "2", "history": history])
+        #expect(second.map(\.relative) == ["sensor/a/state"])
+        let packed = m.published["sensor.a"]!
+        #expect(packed.long.count == 1)
+        #expect(packed.long[0].withUnsafeBufferPointer { $0.baseAddress } == sent.withUnsafeBufferPointer { $0.baseAddress })
+        // A snapshot entry packed on arrival goes out as its own arrays.
+        let snap = m.pack(["state": "2", "history": history + "!"])
+        let third = m.sync("sensor.a", packed: snap)
+        #expect(third.map(\.relative) == ["sensor/a/history"])
+        #expect(third[0].payload.withUnsafeBufferPointer { $0.baseAddress } == snap.long[0].withUnsafeBufferPointer { $0.baseAddress })
+    }
+
+    /// The model's entity table against a dictionary: sets, changes and removals in random order, slots reused.
+    @Test func theEntityTableHoldsWhatADictionaryWould() {
+        var m = HAMirrorModel(publishAttributes: true, publishTimestamps: false)
+        var table = HAMirrorModel.EntityTable()
+        var model: [String: HAMirrorModel.Packed] = [:]
+        var rng = SystemRandomNumberGenerator()
+        table.reserveCapacity(100)
+        for step in 0..<20_000 {
+            let id = "sensor.s\(Int.random(in: 0..<3_000, using: &rng))"
+            if Int.random(in: 0..<3, using: &rng) == 0 {
+                table[id] = nil
+                model[id] = nil
+            } else {
+                let p = m.pack(["state": "\(step)"])
+                table[id] = p
+                model[id] = p
+            }
+        }
+        #expect(table.count == model.count)
+        #expect(Set(table.keys) == Set(model.keys) && table.keys.count == model.count)
+        for (id, p) in model { #expect(table[id] == p, "\(id)") }
+        #expect(table["sensor.none"] == nil)
+    }
+
+    /// A frame's large lists are read while it is parsed: registry entries kept only as our own ids, states
+    /// and adds packed; a service's response is put back as it was.
+    @Test func aFramesListsAreTakenWhileItIsParsedAndTheRestStays() throws {
+        var m = HAMirrorModel(publishAttributes: true, publishTimestamps: false)
+        let frame = """
+        [{"id":2,"type":"result","success":true,"result":[{"entity_id":"light.a","platform":"mqtt","unique_id":"switchyard_x"},
+           {"entity_id":"light.b","platform":"mqtt","unique_id":"other"},{"entity_id":"light.c","platform":"hue","unique_id":"switchyard_y"}]},
+         {"id":3,"type":"result","success":true,"result":[{"entity_id":"sensor.t","state":"21","attributes":{"unit_of_measurement":"°C"}},{"n":1}]},
+         {"id":4,"type":"event","event":{"a":{"sensor.z":{"s":"1"},"sensor.y":{"s":"2"}}}},
+         {"id":5,"type":"result","success":true,"result":{"context":{"id":"c"},"response":[1,2]}}]
+        """
+        let (v, streamed) = try #require(HAMirrorModel.read(frame, into: &m, ownPrefix: "switchyard_"))
+        #expect(streamed[0]?.own == ["light.a"])
+        #expect(streamed[1]?.states.map(\.id) == ["sensor.t"])
+        #expect(streamed[1].map { m.topics($0.states[0].topics) } == ["state": "21", "unit_of_measurement": "\"°C\""])
+        #expect(streamed[2]?.adds.map(\.id) == ["sensor.y", "sensor.z"])
+        #expect(v.arrayValue?[1]["result"] == [["n": 1]])
+        #expect(v.arrayValue?[3]["result"] == ["context": ["id": "c"], "response": [1, 2]])
+        #expect(v.arrayValue?[0]["result"] == [])
+    }
+
+    /// A snapshot's entities in id order; one listed twice counts as its later listing (as a JSON object's
+    /// duplicate key does).
+    @Test func aSnapshotIsReadInIdOrderAndTheLaterOfTwoWins() {
+        var m = HAMirrorModel(publishAttributes: true, publishTimestamps: false)
+        let entities: [HAMirrorModel.Entity] = [("sensor.b", m.pack(["state": "1"])), ("sensor.a", m.pack(["state": "2"])),
+                                           ("sensor.b", m.pack(["state": "3"])), ("sensor.c", m.pack(["state": "4"]))]
+        var sorted = entities
+        HAMirrorModel.sortLastWins(&sorted)
+        #expect(sorted.map(\.id) == ["sensor.a", "sensor.b", "sensor.c"])
+        #expect(m.topics(sorted[1].topics) == ["state": "3"])
+        #expect(HAMirror.find("sensor.c", in: sorted) == 2 && HAMirror.find("sensor.bb", in: sorted) == nil)
+    }
+
     @Test func aSnapshotClearsWhatIsNoLongerThereOrNoLongerMirrored() {
         var m = HAMirrorModel(publishAttributes: true, publishTimestamps: false)
         _ = m.sync("sensor.a", ["state": "1"])

@@ -119,6 +119,56 @@ import Foundation
             #expect((try? JSONValue.parse(buf)) == .string(s))
         }
     }
+
+    /// Integers are written and read without text conversion; a long number's magnitude decides before any
+    /// conversion: each result is checked against the standard library's own reading of the same text.
+    @Test func numbersReadAsTheStandardLibraryReadsThem() throws {
+        for n in [0.0, -0.0, 1, -1, 42, 999_999_999_999_999, -999_999_999_999_999, 1e15, 0.5, -2.25, 1e-7, 123456.789] {
+            #expect(try JSONValue.parse(JSONValue.number(n).serialized) == .number(n), "\(n)")
+        }
+        #expect(JSONValue.number(-7).serialized == "-7")
+        let zeros = String(repeating: "0", count: 300)
+        for text in ["1" + zeros, "1" + zeros + "e-250", "0." + zeros + "1e290", "-0." + zeros + zeros + "1", "12345678901234567890123456789012345e-20",
+                     "0." + zeros, "1" + String(repeating: "0", count: 307), "-1" + String(repeating: "7", count: 307)] {
+            let expected = Double(text)!
+            #expect(try JSONValue.parse(text) == .number(expected), "\(text.prefix(40))…")
+        }
+        for text in ["1" + zeros + zeros, "2" + String(repeating: "0", count: 308), "-" + String(repeating: "9", count: 5_000), "1" + zeros + "e9"] {
+            #expect(Double(text)?.isFinite != true)
+            #expect(throws: JSONValue.ParseError.self, "\(text.prefix(40))…") { try JSONValue.parse(text) }
+        }
+    }
+
+    /// What a message quotes of a value (`excerpt`) is the start of its serialisation, cut at a scalar,
+    /// written without serialising the rest.
+    @Test func anExcerptIsTheStartOfTheWholeText() {
+        let values: [JSONValue] = [
+            .string(String(repeating: "é", count: 100)), .string(String(repeating: "a", count: 79) + "😀😀"),
+            .array((0..<1_000).map { ["k\($0)": .number(Double($0)), "a": "x"] }), ["z": "1", "a": .array([.string(String(repeating: "\"", count: 60))])],
+            .array([.array([.array([1, 2, 3])]), "\u{1}"]), "short", 12.5, nil,
+        ]
+        for v in values {
+            #expect(v.excerpt == v.serialized.excerpt(), "\(v.serialized.prefix(60))")
+        }
+    }
+
+    /// The cheap reader of a payload that is worth building only as an object.
+    @Test func theCheapReaderBuildsOnlyWhatItKeepsAndChecksEverything() throws {
+        let big = String(repeating: "p", count: 200_000)
+        let doc = try JSONValue.parse(Array(#"{"state":"ON","x":"\#(big)","n":[[1],{"b":true}],"transaction":7}"#.utf8)) { $0 != "x" && $0 != "n" }
+        #expect(doc == .object(["state": "ON", "x": nil, "n": nil, "transaction": 7]))
+        // A member that is not built is still checked: too deep, bad UTF-8, a number no Double holds.
+        for bad in [#"{"a":1,"x":"# + String(repeating: "[", count: 70) + String(repeating: "]", count: 70) + "}",
+                    "{\"x\":\"\u{FF}\"}", #"{"x":1e999}"#, #"{"x":[1,]}"#, #"{"x":"\q"}"#, #"{"x":{"k" 1}}"#] {
+            let bytes = bad.hasPrefix("{\"x\":\"\u{FF}") ? Array(#"{"x":""#.utf8) + [0xFF] + Array(#""}"#.utf8) : Array(bad.utf8)
+            #expect(throws: JSONValue.ParseError.self, "\(bad.prefix(40))") { try JSONValue.parse(bytes) { _ in false } }
+            #expect(throws: JSONValue.ParseError.self, "\(bad.prefix(40))") { try JSONValue.parse(bytes) }
+        }
+        // Anything else is quoted as its serialisation's start, never built whole.
+        let array = "[" + (0..<1_000).map { #"{"k\#($0)": \#($0)}"# }.joined(separator: ", ") + "]"
+        #expect(try JSONValue.parse(Array(array.utf8)) { _ in true } == .other(excerpt: try JSONValue.parse(array).excerpt))
+        #expect(try JSONValue.parse(Array(#"  "text"  "#.utf8)) { _ in true } == .other(excerpt: #""text""#))
+    }
 }
 
 @Suite struct JSONStreamingTests {
@@ -177,6 +227,33 @@ import Foundation
         #expect(try parse("40", field: "brightness").get().fields == ["brightness": 40])
         #expect(try parse("breathe", field: "effect").get().fields == ["effect": "breathe"])
         #expect(try parse(#"{"h":10,"s":20}"#, field: "color").get().fields == ["color": ["h": 10, "s": 20]])
+    }
+
+    /// What a flood sends is refused with the words a full read gives, and what is not the device's is never built.
+    @Test func payloadsThatCannotBeCommandsAreRefusedCheaplyInTheSameWords() throws {
+        let keep: (String) -> Bool = { light.capability($0) != nil }
+        let pad = String(repeating: "p", count: 250_000)
+        guard case .success(let p) = CommandParser.read(payload: Array(#"{"state":"ON","x":"\#(pad)"}"#.utf8), field: nil, keep: keep) else {
+            Issue.record("refused"); return
+        }
+        #expect(p.fields == ["state": "ON", "x": nil])
+        guard case .failure(let f) = CommandParser.validate(p.fields, against: light) else { Issue.record("accepted"); return }
+        #expect(f.message.hasPrefix("unknown field 'x' (writable: "))
+        // Not an object: quoted from its first bytes, as the value's own excerpt.
+        let array = "[" + (0..<1_000).map { #"{"k\#($0)":\#($0)}"# }.joined(separator: ",") + "]"
+        guard case .failure(let g) = CommandParser.read(payload: Array(array.utf8), field: nil, keep: keep) else { Issue.record("accepted"); return }
+        #expect(g.message == "expected a JSON object or OFF, ON, TOGGLE, got \(try JSONValue.parse(array).excerpt)")
+        // Invalid UTF-8 is repaired first, as a String would (the payload is read, not refused as malformed).
+        let repaired = try CommandParser.read(payload: Array(#"{"state":""#.utf8) + [0xFF] + Array(#""}"#.utf8), field: nil, keep: keep).get()
+        #expect(repaired.fields == ["state": "\u{FFFD}"])
+        // Unicode whitespace around a bare word is trimmed like ASCII whitespace.
+        #expect(try parse("\u{A0}on\u{2003}").get().fields == ["state": "ON"])
+        // A thousand unknown fields: four named, the rest counted.
+        let many = "{" + (0..<1_000).map { #""key\#($0)":"v""# }.joined(separator: ",") + "}"
+        let m = try CommandParser.read(payload: Array(many.utf8), field: nil, keep: keep).get()
+        guard case .failure(let v) = CommandParser.validate(m.fields, against: light) else { Issue.record("accepted"); return }
+        #expect(v.message.hasSuffix("; and 996 more problems"))
+        #expect(v.message.components(separatedBy: "unknown field").count == 5)
     }
 
     @Test func malformedPayloadsFailClearly() {

@@ -82,8 +82,14 @@ struct Directory: InboundDirectory {
         var r = registry()
         var out: [RegistryOutput] = []
         #expect(r.setDevices([lamp()], authoritative: false, available: [:], into: &out))
+        // Recorded at once, announced when the engine asks (after the adapter's next states).
+        #expect(out.isEmpty && r.devices["lamp-1"]?.available == true)
+        r.flushAnnouncements(into: &out)
         #expect(topics(out) == ["b/bridge/devices/test/lamp", "homeassistant/light/switchyard_b_test_lamp-1/light/config",
                                 "b/test/lamp/availability", "b/bridge/event"])
+        out = []
+        r.flushAnnouncements(into: &out)
+        #expect(out.isEmpty)   // once
         // Listed again unchanged: nothing.
         out = []
         #expect(!r.setDevices([lamp()], authoritative: false, available: [:], into: &out))
@@ -92,8 +98,52 @@ struct Directory: InboundDirectory {
         var r2 = registry(discovery: false)
         out = []
         _ = r2.setDevices([lamp()], authoritative: false, available: ["lamp-1": false], into: &out)
+        r2.flushAnnouncements(into: &out)
         #expect(out.contains(.publish(Publication("b/test/lamp/availability", text: "offline", retain: true))))
         #expect(!out.contains(.publish(Publication("b/test/lamp/availability", text: "online", retain: true))))
+    }
+
+    /// A new device's announcement waits behind the states (availability and event `soon`, details and
+    /// discovery `late`); a rename and a removal go `now`, in their order. The payloads written when sent
+    /// are the canonical JSON of what they say.
+    @Test func aNewDeviceIsAnnouncedBehindTheStatesAndItsPayloadsAreWrittenWhenSent() throws {
+        var r = registry()
+        var out: [RegistryOutput] = []
+        _ = r.setDevices([lamp()], authoritative: false, available: [:], into: &out)
+        r.flushAnnouncements(into: &out)
+        let lanes = out.compactMap { if case .publish(let p) = $0 { return "\(p.topic) \(p.lane)" }; return nil }
+        #expect(lanes == ["b/bridge/devices/test/lamp late", "homeassistant/light/switchyard_b_test_lamp-1/light/config late",
+                          "b/test/lamp/availability soon", "b/bridge/event soon"])
+        let pubs = out.compactMap { if case .publish(let p) = $0 { return p }; return nil }
+        for p in pubs where !p.topic.hasSuffix("/availability") {
+            let json = try JSONValue.parse(p.payload)
+            #expect(json.bytes == p.payload, "\(p.topic) is not canonical")
+        }
+        let details = try JSONValue.parse(pubs[0].payload)
+        #expect(details["name"] == "lamp" && details["topic"] == "b/test/lamp" && details["capabilities"]?.arrayValue?.count == 3)
+        #expect(try JSONValue.parse(pubs[1].payload)["state_topic"] == "b/test/lamp")
+        #expect(try JSONValue.parse(pubs[3].payload) == ["type": "device_added", "data": ["adapter": "test", "id": "lamp-1", "name": "lamp"]])
+        #expect(r.update("lamp-1", ["state": "ON"])?.lane == .now)
+        // The sweep's lookup: a device's config topics by its node's id.
+        #expect(r.discoveryTopicsByNode("lamp-1") == ["homeassistant/light/switchyard_b_test_lamp-1/light/config"])
+        #expect(r.discoveryTopicsByNode("lamp") == nil)
+        out = []
+        _ = r.setDevices([lamp(name: "desk")], authoritative: false, available: [:], into: &out)
+        _ = r.setDevices([], authoritative: true, available: [:], into: &out)
+        for case .publish(let p) in out { #expect(p.lane == .now, "\(p.topic)") }
+        let events = out.compactMap { o -> JSONValue? in
+            if case .publish(let p) = o, p.topic == "b/bridge/event" { return try? JSONValue.parse(p.payload) }
+            return nil
+        }
+        #expect(events == [["type": "device_renamed", "data": ["adapter": "test", "from": "lamp", "id": "lamp-1", "to": "desk"]],
+                           ["type": "device_removed", "data": ["adapter": "test", "id": "lamp-1", "name": "desk", "reason": "removed from config"]]])
+        // bridge/devices from the listings, as the entries say.
+        var two = registry()
+        let plain = DeviceDescriptor(id: "c", label: "C", configuredName: "say \"hi\"", category: .switch, capabilities: [.state()])
+        _ = two.setDevices([lamp("b", name: "zed"), lamp("a", name: "alpha"), plain], authoritative: true, available: [:], into: &out)
+        #expect(DeviceRegistry.DeviceList([two.listings]).payload() == JSONValue.array(two.listEntries).bytes)
+        #expect(two.listEntries.map { $0["name"] } == ["alpha", "say \"hi\"", "zed"])
+        #expect(two.listEntries[1]["model"] == .null)
     }
 
     @Test func stateIsPublishedWholeOnlyWhenARoundedValueChanges() {
@@ -159,6 +209,7 @@ struct Directory: InboundDirectory {
         var out: [RegistryOutput] = []
         _ = r.setDevices([lamp()], authoritative: false, available: [:], into: &out)
         _ = r.update("lamp-1", ["state": "ON"])
+        r.flushAnnouncements(into: &out)
         out = []
         _ = r.setDevices([lamp(name: "desk")], authoritative: false, available: [:], into: &out)
         let pubs = out.compactMap { if case .publish(let p) = $0 { return p }; return nil }

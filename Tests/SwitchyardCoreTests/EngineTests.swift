@@ -194,7 +194,11 @@ actor GatedAdapter: Adapter {
                             DeviceReport("lamp-2", fields: ["state": "ON"]),
                             DeviceReport("lamp-1", available: false)])
             let got = t.published.map { "\($0.topic)=\($0.payload)" }
-            #expect(got == [#"b/test/lamp={"brightness":20,"state":"OFF"}"#, "b/test/lamp/availability=offline", #"b/test/desk={"state":"ON"}"#])
+            #expect(Array(got.prefix(3)) == [#"b/test/lamp={"brightness":20,"state":"OFF"}"#, "b/test/lamp/availability=offline", #"b/test/desk={"state":"ON"}"#])
+            // The new device's announcement follows the states, unless the supervisor made it before the report.
+            let announced = ["b/bridge/devices/test/desk", "homeassistant/light/switchyard_b_test_lamp-2/light/config", "b/test/desk/availability",
+                             "b/bridge/event"]
+            #expect(got.count == 3 || t.published.dropFirst(3).map(\.topic) == announced, "\(got)")
         }
     }
 

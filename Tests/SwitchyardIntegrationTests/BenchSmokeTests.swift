@@ -11,7 +11,8 @@ import SwitchyardTestSupport
         let out = TestEnvironment.makeTempDir("bench-smoke").appendingPathComponent("out.json").path
         let child = try ChildProcess(path: bench, arguments: ["--json", "--messages", "300", "--devices", "20", "--commands", "20",
                                                               "--churn-seconds", "0.5", "--ha-entities", "30",
-                                                              "--hostile-payloads", "300", "--restarts", "2"], outputFile: out)
+                                                              "--hostile-payloads", "300", "--restarts", "2",
+                                                              "--scale-devices", "20,40", "--scale-churn-seconds", "0.5"], outputFile: out)
         let status = await child.wait(timeout: 120)
         let text = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
         #expect(status == 0, "\(text)")
@@ -21,7 +22,7 @@ import SwitchyardTestSupport
         let json = try JSONValue.parse(String(line))
         guard case .array(let figures) = json else { Issue.record("not a list: \(text)"); return }
         let scenarios = Set(figures.compactMap { $0["scenario"]?.stringValue })
-        #expect(scenarios == ["baseline", "publish", "ha-mirror", "command-latency", "startup", "memory", "console", "lifx-budget", "lifx-lan", "hostile", "reconnect"])
+        #expect(scenarios == ["baseline", "publish", "ha-mirror", "command-latency", "startup", "memory", "console", "lifx-budget", "lifx-lan", "hostile", "reconnect", "scale"])
         for f in figures {
             // A difference against idle memory may be zero or below; every other figure is a positive measurement.
             let difference = f["name"]?.stringValue?.contains("−") == true

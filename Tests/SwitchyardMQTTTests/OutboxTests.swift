@@ -1,4 +1,6 @@
+import CMosquitto
 import Testing
+import SwitchyardCore
 @testable import SwitchyardMQTT
 
 /// The outbox bookkeeping, without a broker (design.md §4).
@@ -43,7 +45,7 @@ import Testing
         o.resetForReconnect()
         #expect(o.inflight.isEmpty)
         #expect(drain(&o) == ["r1=a", "r2=b", "gone=", "e1=x"])
-        #expect(o.ledger["gone"] == nil)                 // a delivered clear is not republished again
+        #expect(o.retained("gone") == nil)               // a delivered clear is not republished again
         o.resetForReconnect()
         #expect(drain(&o) == ["r1=a", "r2=b"])
         o.add(topic: "state", payload: Array("online".utf8), qos: 1, retain: true)
@@ -68,7 +70,60 @@ import Testing
         }
         for (i, p) in payloads.enumerated() { #expect(got["t\(i)"] == p, "t\(i)") }
         // Tens of thousands of entries live for the whole run: keep them packed.
-        #expect(MemoryLayout<Outbox.RetainedEntry>.stride <= 32)
+        #expect(MemoryLayout<RetainedLedger.Entry>.stride <= 40)
+    }
+
+    /// A payload source is asked for its bytes when the message is sent, and again after a reconnect.
+    @Test func aSourcedPayloadIsMadeWhenItIsSent() {
+        final class Counted: PayloadSource, @unchecked Sendable {
+            var made = 0
+            func payload() -> [UInt8] { made += 1; return Array("made \(made)".utf8) }
+        }
+        let source = Counted()
+        var o = Outbox(maxEvents: 10)
+        o.add(Publication("d", body: .source(source), retain: true))
+        #expect(source.made == 0)
+        #expect(drain(&o) == ["d=made 1"])
+        o.resetForReconnect()
+        #expect(drain(&o) == ["d=made 2"])
+    }
+
+    /// States go before the new devices' availability and events, and those before discovery and details; a
+    /// `now` event never passes a `soon` event of its topic; a reconnect republishes by lane too.
+    @Test func lanesOrderWhatWaitsAndEventsKeepTheirOrder() {
+        var o = Outbox(maxEvents: 10)
+        o.add(topic: "disc/1", payload: Array("c1".utf8), qos: 1, retain: true, lane: .late)
+        o.add(topic: "b/1/availability", payload: Array("online".utf8), qos: 1, retain: true, lane: .soon)
+        o.add(topic: "b/event", payload: Array("added 1".utf8), qos: 1, retain: false, lane: .soon)
+        o.add(topic: "b/1", payload: Array("s1".utf8), qos: 1, retain: true)
+        o.add(topic: "b/log", payload: Array("l".utf8), qos: 0, retain: false)
+        #expect(drain(&o) == ["b/1=s1", "b/log=l", "b/1/availability=online", "b/event=added 1", "disc/1=c1"])
+        o.add(topic: "b/event", payload: Array("added 2".utf8), qos: 1, retain: false, lane: .soon)
+        o.add(topic: "b/2/availability", payload: Array("online".utf8), qos: 1, retain: true, lane: .soon)
+        o.add(topic: "b/2", payload: Array("s2".utf8), qos: 1, retain: true)
+        o.add(topic: "b/event", payload: Array("removed 2".utf8), qos: 1, retain: false)
+        o.add(topic: "b/3", payload: Array("s3".utf8), qos: 1, retain: true)
+        #expect(drain(&o) == ["b/2=s2", "b/event=added 2", "b/2/availability=online", "b/event=removed 2", "b/3=s3"])
+        // A later value of a deferred topic supersedes it, in its own lane.
+        o.add(topic: "disc/4", payload: Array("c4".utf8), qos: 1, retain: true, lane: .late)
+        o.add(topic: "disc/4", payload: [], qos: 1, retain: true)
+        o.add(topic: "b/4", payload: Array("s4".utf8), qos: 1, retain: true)
+        #expect(drain(&o) == ["disc/4=", "b/4=s4"])
+        o.resetForReconnect()
+        #expect(drain(&o) == ["b/1=s1", "b/2=s2", "b/3=s3", "b/4=s4", "b/1/availability=online", "b/2/availability=online", "disc/1=c1"])
+    }
+}
+
+@Suite struct ReconnectSettingsTests {
+    /// A publish that fails on the connection keeps its message for the reconnect; only the message's own
+    /// faults drop it.
+    @Test func aWriteErrorIsTheConnectionsNotTheMessages() {
+        for rc in [MOSQ_ERR_NO_CONN, MOSQ_ERR_CONN_LOST, MOSQ_ERR_ERRNO, MOSQ_ERR_KEEPALIVE, MOSQ_ERR_NOMEM] {
+            #expect(NetworkLoop.connectionLost(rc.rawValue), "\(rc)")
+        }
+        for rc in [MOSQ_ERR_INVAL, MOSQ_ERR_PAYLOAD_SIZE, MOSQ_ERR_MALFORMED_UTF8, MOSQ_ERR_OVERSIZE_PACKET, MOSQ_ERR_QOS_NOT_SUPPORTED] {
+            #expect(!NetworkLoop.connectionLost(rc.rawValue), "\(rc)")
+        }
     }
 
     @Test func backoffIsBoundedExponentialWithJitter() {
@@ -78,4 +133,55 @@ import Testing
         #expect(s.backoff(attempt: 3, random: 0) == 4)
         #expect(s.backoff(attempt: 50, random: 1) == 30)
     }
+}
+
+/// The retained ledger's own storage: packed topics, the index, slots reused and chunks compacted.
+@Suite struct RetainedLedgerTests {
+    @Test func everyTopicIsFoundAfterRemovalsReuseAndCompaction() {
+        var l = RetainedLedger()
+        var model: [String: [UInt8]] = [:]
+        var rng = SystemRandomNumberGenerator()
+        // Long and short topics, enough of them to fill several 64 KiB chunks and to grow the index often.
+        func topic(_ i: Int) -> String { i % 3 == 0 ? "t/\(i)" : "base/ha/sensor/entity_\(i)/" + String(repeating: "x", count: i % 50) }
+        for round in 0..<4 {
+            for i in 0..<6_000 {
+                let t = topic(i + round * 1_000)
+                let p = Array("v\(round)-\(i)".utf8) + (i % 7 == 0 ? [UInt8](repeating: 0x61, count: 40) : [])
+                let (slot, gen) = l.set(t, RetainedLedger.Stored(.bytes(p)), qos: 1, lane: .now)
+                l.acknowledge(slot, generation: gen)
+                model[t] = p
+            }
+            // Remove about two thirds at random: clears, acknowledged.
+            for t in model.keys.shuffled(using: &rng).prefix(model.count * 2 / 3) {
+                let (slot, gen) = l.set(t, RetainedLedger.Stored(.bytes([])), qos: 1, lane: .now)
+                l.acknowledge(slot, generation: gen)
+                model[t] = nil
+            }
+            #expect(l.count == model.count)
+            #expect(l.unacked == 0)
+            for (t, p) in model {
+                guard let slot = l.find(t) else { Issue.record("\(t) lost in round \(round)"); return }
+                #expect(l.topic(slot) == t && l[slot].payload.bytes == p, "\(t)")
+            }
+            #expect(l.find("t/never") == nil)
+        }
+        #expect(Set(l.slots.map { l.topic($0) }) == Set(model.keys))
+    }
+
+    @Test func aStaleGenerationChangesNothing() {
+        var l = RetainedLedger()
+        let (slot, first) = l.set("a", RetainedLedger.Stored(.bytes(Array("1".utf8))), qos: 1, lane: .now)
+        let (_, second) = l.set("a", RetainedLedger.Stored(.bytes(Array("2".utf8))), qos: 1, lane: .now)
+        l.acknowledge(slot, generation: first)
+        #expect(l.unacked == 1)
+        l.acknowledge(slot, generation: second)
+        #expect(l.unacked == 0 && l[slot].payload.bytes == Array("2".utf8))
+        // A removed slot is reused with a generation the old one never had.
+        let (_, cleared) = l.set("a", RetainedLedger.Stored(.bytes([])), qos: 1, lane: .now)
+        l.acknowledge(slot, generation: cleared)
+        #expect(l.find("a") == nil)
+        let (again, gen) = l.set("b", RetainedLedger.Stored(.bytes(Array("x".utf8))), qos: 1, lane: .now)
+        #expect(again == slot && gen != first && gen != second && gen != cleared)
+    }
+
 }

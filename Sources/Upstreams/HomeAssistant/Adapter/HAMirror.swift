@@ -21,6 +21,9 @@ public actor HAMirror: MirrorAdapter {
     public nonisolated var id: String { Self.id }
 
     typealias Topics = HAMirrorModel.Topics
+    typealias Packed = HAMirrorModel.Packed
+    typealias Entity = HAMirrorModel.Entity
+    typealias Streamed = HAMirrorModel.Streamed
 
     enum Role {
         case entities, stateEvents, getStates, registry, event(String), features
@@ -127,17 +130,21 @@ public actor HAMirror: MirrorAdapter {
                 await self.authDeadlinePassed(outbound)
             }
             defer { helpers.cancelAll() }
-            for try await message in inbound.messages(maxSize: settings.maxMessageSize) {
-                guard case .text(let text) = message else { continue }
-                // The entities snapshot (`event.a`, thousands of entities in one message) is turned into topics
-                // entity by entity while it is parsed: the whole tree would briefly cost several times the mirror.
-                var adds: [Int: [String: Topics]] = [:]
-                guard let v = try? JSONValue.parse(Array(text.utf8), streaming: [["event", "a"]], visit: { m in
-                    if let eid = m.key { adds[m.document, default: [:]][eid] = model.topics(compressed: m.value) }
-                }) else { continue }
-                let items = v.arrayValue ?? [v]   // coalesced: several messages in one frame
+            var messages = inbound.messages(maxSize: settings.maxMessageSize).makeAsyncIterator()
+            while true {
+                let frame: (value: JSONValue, streamed: [Int: Streamed])?
+                do {
+                    // The message is let go at the end of this block, before any of it is published (heaptrack: the
+                    // 7 MB text of a 50 000-entity snapshot was still held while the mirror published it).
+                    guard let message = try await messages.next() else { break }
+                    guard case .text(let text) = message else { continue }
+                    frame = HAMirrorModel.read(text, into: &model, ownPrefix: settings.ownUniqueIDPrefix)
+                }
+                guard let frame else { continue }
+                let items = frame.value.arrayValue ?? [frame.value]   // coalesced: several messages in one frame
+                var streamed = frame.streamed
                 for (n, item) in items.enumerated() {
-                    if try await !receive(item, adds: adds.removeValue(forKey: n) ?? [:], outbound: outbound, token: token) {
+                    if try await !receive(item, streamed: streamed.removeValue(forKey: n) ?? Streamed(), outbound: outbound, token: token) {
                         try? await outbound.close(.normalClosure, reason: nil)
                         return
                     }
@@ -153,7 +160,7 @@ public actor HAMirror: MirrorAdapter {
     }
 
     /// Handles one message; false ends the session.
-    func receive(_ m: JSONValue, adds: [String: Topics], outbound: WebSocketOutboundWriter, token: String) async throws -> Bool {
+    func receive(_ m: JSONValue, streamed: Streamed, outbound: WebSocketOutboundWriter, token: String) async throws -> Bool {
         switch m["type"]?.stringValue {
         case "auth_required":
             try await outbound.writeTextMessage(JSONValue.object(["type": "auth", "access_token": .string(token)]).serialized)
@@ -179,20 +186,14 @@ public actor HAMirror: MirrorAdapter {
             }
             switch roles[id] {
             case .registry?:
-                for e in m["result"]?.arrayValue ?? [] {
-                    if e["platform"] == "mqtt", let uid = e["unique_id"]?.stringValue, uid.hasPrefix(settings.ownUniqueIDPrefix),
-                       let eid = e["entity_id"]?.stringValue {
-                        own.insert(eid)
-                        await sync(eid, nil)
-                    }
+                // Read while the frame was parsed: only this bridge's own entities were kept.
+                for eid in streamed.own {
+                    own.insert(eid)
+                    await sync(eid, nil)
                 }
                 roles[id] = nil
             case .getStates?:
-                var snapshot: [String: Topics] = [:]
-                for s in m["result"]?.arrayValue ?? [] {
-                    if let eid = s["entity_id"]?.stringValue, let t = model.topics(full: s) { snapshot[eid] = t }
-                }
-                await resync(snapshot)
+                await resync(streamed.states)
                 roles[id] = nil
             default:
                 break
@@ -200,7 +201,7 @@ public actor HAMirror: MirrorAdapter {
         case "event":
             guard let id = m["id"]?.intValue, let role = roles[id], let event = m["event"] else { break }
             switch role {
-            case .entities: await entityEvent(event, adds: adds)
+            case .entities: await entityEvent(event, adds: streamed.adds)
             case .stateEvents: await stateChanged(event)
             case .event(let type):
                 var o: [String: JSONValue] = ["event_type": event["event_type"] ?? .string(type), "event_data": event["data"] ?? .object([:])]
@@ -295,32 +296,51 @@ public actor HAMirror: MirrorAdapter {
 
     func mirrored(_ eid: String) -> Bool { settings.entityAllowed(eid) && !own.contains(eid) }
 
-    /// A full snapshot (first connect or after a reconnect): publish what differs, clear what is gone.
-    func resync(_ snapshot: [String: Topics]) async {
-        for eid in model.gone(from: snapshot, mirrored: mirrored) { await sync(eid, nil) }
-        for (eid, t) in snapshot.sorted(by: { $0.key < $1.key }) where mirrored(eid) { await sync(eid, t) }
+    /// A full snapshot (first connect or after a reconnect), sorted by id: publish what differs, clear what
+    /// is gone. Kept as a sorted array, not a dictionary (heaptrack, 50 000 entities: the snapshot's table and
+    /// the model's, both doubling, were the start's peak).
+    func resync(_ snapshot: [Entity]) async {
+        var out = Batch()
+        let present = { (eid: String) in Self.find(eid, in: snapshot) != nil }
+        for eid in model.gone(keeping: present, mirrored: mirrored) { await out.add(model.sync(eid, packed: nil), self) }
+        model.reserve(snapshot.count)
+        for e in snapshot where mirrored(e.id) { await out.add(model.sync(e.id, packed: e.topics), self) }
+        await out.flush(self)
+    }
+
+    static func find(_ id: String, in sorted: [Entity]) -> Int? {
+        var lo = 0, hi = sorted.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if sorted[mid].id < id { lo = mid + 1 } else { hi = mid }
+        }
+        return lo < sorted.count && sorted[lo].id == id ? lo : nil
     }
 
     /// `subscribe_entities`: `a` (adds; the first one is the snapshot), `c` (diffs), `r` (removals).
     /// The adds arrive already turned into topics (streamed out of the message while it was parsed).
-    func entityEvent(_ e: JSONValue, adds parsed: [String: Topics]) async {
+    func entityEvent(_ e: JSONValue, adds parsed: [Entity]) async {
         if e["a"] != nil {
             if awaitingSnapshot {
                 awaitingSnapshot = false
                 await resync(parsed)
             } else {
-                for (eid, t) in parsed.sorted(by: { $0.key < $1.key }) where mirrored(eid) { await sync(eid, t) }
+                var out = Batch()
+                for a in parsed where mirrored(a.id) { await out.add(model.sync(a.id, packed: a.topics), self) }
+                await out.flush(self)
             }
         }
+        var out = Batch()
         if let changes = e["c"]?.objectValue {
             for (eid, diff) in changes.sorted(by: { $0.key < $1.key }) where mirrored(eid) {
                 guard let t = model.topics(changing: eid, by: diff) else { continue }
-                await sync(eid, t)
+                await out.add(model.sync(eid, t), self)
             }
         }
         for eid in e["r"]?.arrayValue?.compactMap(\.stringValue) ?? [] where model.published[eid] != nil {
-            await sync(eid, nil)
+            await out.add(model.sync(eid, nil), self)
         }
+        await out.flush(self)
     }
 
     /// `state_changed`: `new_state` null = removed.
@@ -334,6 +354,24 @@ public actor HAMirror: MirrorAdapter {
     func sync(_ eid: String, _ want: Topics?) async {
         let messages = model.sync(eid, want)
         if !messages.isEmpty { await context?.publish(messages) }
+    }
+
+    /// Several entities' messages handed to the engine together, a thousand at a time (a snapshot of
+    /// 50 000 entities took 50 000 hops to the engine), in order.
+    struct Batch {
+        var messages: [MirrorMessage] = []
+        static let size = 1_000
+
+        mutating func add(_ more: [MirrorMessage], _ mirror: HAMirror) async {
+            messages += more
+            if messages.count >= Self.size { await flush(mirror) }
+        }
+
+        mutating func flush(_ mirror: HAMirror) async {
+            guard !messages.isEmpty else { return }
+            await mirror.context?.publish(messages)
+            messages.removeAll(keepingCapacity: true)
+        }
     }
 
     // MARK: commands

@@ -57,11 +57,17 @@ public actor VirtualAdapter: Adapter {
         }
     }
 
+    // One first state per type, shared by every device of it until the device changes (a dictionary each
+    // cost 600 bytes a light).
+    static let switchState: [String: JSONValue] = ["state": "OFF"]
+    static let sensorState: [String: JSONValue] = ["temperature": 21.0]
+    static let lightState: [String: JSONValue] = ["state": "OFF", "brightness": 100, "color_mode": "color_temp", "color_temp": 3500, "color": ["h": 0, "s": 0]]
+
     static func initialState(_ d: Device) -> [String: JSONValue] {
         switch d.type {
-        case "switch": return ["state": "OFF"]
-        case "sensor": return ["temperature": 21.0]
-        default: return ["state": "OFF", "brightness": 100, "color_mode": "color_temp", "color_temp": 3500, "color": ["h": 0, "s": 0]]
+        case "switch": return switchState
+        case "sensor": return sensorState
+        default: return lightState
         }
     }
 
