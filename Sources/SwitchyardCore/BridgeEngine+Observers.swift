@@ -10,8 +10,10 @@ import Foundation
 /// return at once and never wait, so that a slow page can never slow the engine (the console coalesces
 /// and drops on its side).
 public protocol EngineObserver: AnyObject, Sendable {
-    /// A message the engine handed to the transport (state, availability, bridge/*, results, discovery…).
-    func published(topic: String, payload: [UInt8], retain: Bool)
+    /// A message the engine handed to the transport (state, availability, bridge/*, results, discovery…):
+    /// its payload as the transport got it, bytes or the source that writes them (details, discovery
+    /// configs, `bridge/info`, `bridge/devices`), so that keeping it costs no copy.
+    func published(topic: String, body: PayloadBody, retain: Bool)
     /// A command that reached an adapter was answered (ok or an error) `seconds` after it was routed.
     func commandFinished(adapter: String, ok: Bool, seconds: Double)
     /// A command refused before it reached an adapter (validation, unknown device, too old, …).
@@ -32,13 +34,13 @@ public final class ObservedTransport: MQTTTransport {
     public var events: AsyncStream<TransportEvent> { wrapped.events }
     public func publish(_ topic: String, _ payload: [UInt8], qos: Int, retain: Bool) {
         wrapped.publish(topic, payload, qos: qos, retain: retain)
-        observer.published(topic: topic, payload: payload, retain: retain)
+        observer.published(topic: topic, body: .bytes(payload), retain: retain)
     }
     /// The batch goes to the broker's transport whole (its lanes and payload sources kept); the observer
-    /// sees each message, a sourced payload made for it.
+    /// sees each message with the same body.
     public func publish(_ batch: [Publication]) {
         wrapped.publish(batch)
-        for p in batch { observer.published(topic: p.topic, payload: p.payload, retain: p.retain) }
+        for p in batch { observer.published(topic: p.topic, body: p.body, retain: p.retain) }
     }
     public func setSubscriptions(_ filters: [String]) { wrapped.setSubscriptions(filters) }
     public func stats() -> TransportStats { wrapped.stats() }

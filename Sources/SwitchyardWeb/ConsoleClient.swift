@@ -177,7 +177,7 @@ final class ConsoleClient: Sendable {
         var bytes = 0
         for item in items {
             batch.append(item)
-            bytes += item.topic.utf8.count + (item.payload?.count ?? 0)
+            bytes += item.size
             if bytes >= limits.frameBudget {
                 try await write(out, PageProtocol.frame(batch))
                 batch.removeAll(keepingCapacity: true)

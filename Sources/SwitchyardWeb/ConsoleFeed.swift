@@ -6,8 +6,8 @@ import Foundation
 import SwitchyardCore
 
 /// What the engine publishes, kept for the pages (docs/console.md "How the page is fed"): the latest
-/// payload of every retained topic under `<base>/` (the same buffers the transport's outbox holds, so only
-/// the index costs memory), the discovery configs (read on demand, never pushed), and a bounded ring of
+/// payload of every retained topic under `<base>/` (the same buffers, or payload sources, the transport's
+/// outbox holds, so only the index costs memory; a source is written when a page is sent it), the discovery configs (read on demand, never pushed), and a bounded ring of
 /// recent changes. Each open page reads the ring from its own cursor: retained topics are read again from
 /// the store when the page's turn comes (so a device that changed ten times is sent once, with its latest
 /// state), other messages (logs, events, results) come with the ring. A page that falls behind the ring's
@@ -34,9 +34,9 @@ public final class ConsoleFeed: EngineObserver, Sendable {
     }
 
     struct State {
-        var retained: [String: [UInt8]] = [:]
+        var retained: [String: PayloadBody] = [:]
         /// Discovery configs by node (`switchyard_<base>_<adapter>_<id>`), each topic → payload.
-        var discovery: [String: [String: [UInt8]]] = [:]
+        var discovery: [String: [String: PayloadBody]] = [:]
         /// Grows to `ringEntries` as changes come, then wraps.
         var ring: [Change?] = []
         /// Index of the oldest change in `ring`, and how many there are.
@@ -73,37 +73,44 @@ public final class ConsoleFeed: EngineObserver, Sendable {
 
     // MARK: from the engine
 
-    public func published(topic: String, payload: [UInt8], retain: Bool) {
+    public func published(topic: String, body: PayloadBody, retain: Bool) {
+        // Only bytes can be an empty payload (a clear): a source writes a device's details or configs.
+        let cleared: Bool
+        if case .bytes(let b) = body { cleared = b.isEmpty } else { cleared = false }
         if topic.hasPrefix(discoveryPrefix) {
             guard retain, let node = Self.node(ofDiscoveryTopic: topic), node.hasPrefix(nodePrefix) else { return }
             state.withLock { s in
-                if payload.isEmpty {
+                if cleared {
                     s.discovery[node]?[topic] = nil
                     if s.discovery[node]?.isEmpty == true { s.discovery[node] = nil }
                 } else {
-                    s.discovery[node, default: [:]][topic] = payload
+                    s.discovery[node, default: [:]][topic] = body
                 }
             }
             return
         }
         guard topic.hasPrefix(scheme.base), topic.utf8.dropFirst(scheme.base.utf8.count).first == UInt8(ascii: "/") else { return }
+        if retain {
+            state.withLock { s in
+                if cleared { s.retained[topic] = nil } else { s.retained[topic] = body }
+                append(&s, Change(seq: s.next, topic: topic, payload: nil))
+                for w in s.wakers.values { w.yield() }
+            }
+            return
+        }
+        let payload = body.bytes
         if topic == logTopic { metrics.logged(payload) }
         let answered: AsyncStream<JSONValue>.Continuation?
         let answer: JSONValue?
         (answered, answer) = state.withLock { s in
-            if retain {
-                if payload.isEmpty { s.retained[topic] = nil } else { s.retained[topic] = payload }
-                append(&s, Change(seq: s.next, topic: topic, payload: nil))
-            } else {
-                append(&s, Change(seq: s.next, topic: topic, payload: payload))
-                if topic == logTopic {
-                    if s.recentLogs.count >= limits.recentLogs { s.recentLogs.removeFirst(s.recentLogs.count - limits.recentLogs + 1) }
-                    s.recentLogs.append(payload)
-                }
+            append(&s, Change(seq: s.next, topic: topic, payload: payload))
+            if topic == logTopic {
+                if s.recentLogs.count >= limits.recentLogs { s.recentLogs.removeFirst(s.recentLogs.count - limits.recentLogs + 1) }
+                s.recentLogs.append(payload)
             }
             for w in s.wakers.values { w.yield() }
             // A page's command is answered by its result (or a request's response) carrying its transaction.
-            guard !s.awaiting.isEmpty, !retain, topic.hasSuffix("/result") || topic.hasPrefix(responsePrefix),
+            guard !s.awaiting.isEmpty, topic.hasSuffix("/result") || topic.hasPrefix(responsePrefix),
                   let json = try? JSONValue.parse(payload), case .string(let t)? = json["transaction"],
                   let c = s.awaiting.removeValue(forKey: t) else { return (nil, nil) }
             return (c, json)
@@ -112,6 +119,11 @@ public final class ConsoleFeed: EngineObserver, Sendable {
             answered.yield(answer)
             answered.finish()
         }
+    }
+
+    /// `published` with bytes.
+    public func published(topic: String, payload: [UInt8], retain: Bool) {
+        published(topic: topic, body: .bytes(payload), retain: retain)
     }
 
     public func commandFinished(adapter: String, ok: Bool, seconds: Double) {
@@ -160,13 +172,29 @@ public final class ConsoleFeed: EngineObserver, Sendable {
         c?.finish()
     }
 
-    /// One message for a page: a topic and its payload (nil: the retained topic was cleared).
+    /// One message for a page: a topic and its payload (nil: the retained topic was cleared). A payload
+    /// source is written only when the page's frame is (`payload`), so that a page opening on ten thousand
+    /// devices never holds every device's details at once.
     public struct Item: Sendable {
         public let topic: String
-        public let payload: [UInt8]?
+        let body: PayloadBody?
         public init(topic: String, payload: [UInt8]?) {
+            self.init(topic: topic, body: payload.map { .bytes($0) })
+        }
+        init(topic: String, body: PayloadBody?) {
             self.topic = topic
-            self.payload = payload
+            self.body = body
+        }
+        /// The payload's bytes: a source's are written now (call it once per frame).
+        public var payload: [UInt8]? { body?.bytes }
+        /// What it adds to a frame, for the frame's budget: a source's payload counted as a typical
+        /// device's details, without writing it.
+        var size: Int {
+            switch body {
+            case .bytes(let b)?: topic.utf8.count + b.count
+            case .source?: topic.utf8.count + 1_024
+            case nil: topic.utf8.count
+            }
         }
     }
 
@@ -178,7 +206,7 @@ public final class ConsoleFeed: EngineObserver, Sendable {
             var bridge: [Item] = [], rest: [Item] = []
             let bridgePrefix = scheme.bridge("")
             for (t, p) in s.retained where !excluded.contains(where: { t.hasPrefix($0) }) {
-                if t.hasPrefix(bridgePrefix) { bridge.append(Item(topic: t, payload: p)) } else { rest.append(Item(topic: t, payload: p)) }
+                if t.hasPrefix(bridgePrefix) { bridge.append(Item(topic: t, body: p)) } else { rest.append(Item(topic: t, body: p)) }
             }
             bridge.sort { Self.bridgeOrder($0.topic) < Self.bridgeOrder($1.topic) }
             return (bridge + rest + s.recentLogs.map { Item(topic: logTopic, payload: $0) }, s.next)
@@ -217,19 +245,20 @@ public final class ConsoleFeed: EngineObserver, Sendable {
                     items.append(Item(topic: change.topic, payload: p))
                     bytes += p.count + change.topic.utf8.count
                 } else if seen.insert(change.topic).inserted {
-                    let p = s.retained[change.topic]
-                    items.append(Item(topic: change.topic, payload: p))
-                    bytes += (p?.count ?? 0) + change.topic.utf8.count
+                    let item = Item(topic: change.topic, body: s.retained[change.topic])
+                    items.append(item)
+                    bytes += item.size
                 }
             }
             return .changes(items, cursor: c, more: c < s.next)
         }
     }
 
-    /// The discovery configs of one device (its node), topic → payload.
+    /// The discovery configs of one device (its node), topic → payload (written here, outside the lock).
     func discoveryConfigs(adapter: String, deviceID: String) -> [(String, [UInt8])] {
         let node = DiscoveryBuilder(scheme: scheme, version: "").nodeID(adapter: adapter, deviceID: deviceID)
-        return state.withLock { s in (s.discovery[node] ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) } }
+        let configs = state.withLock { s in (s.discovery[node] ?? [:]).sorted { $0.key < $1.key } }
+        return configs.map { ($0.key, $0.value.bytes) }
     }
 
     /// Sends a page's command with `send` and waits for its result (or a request's response) carrying

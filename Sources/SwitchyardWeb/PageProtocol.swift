@@ -65,7 +65,7 @@ public enum PageProtocol {
     /// `{"t":"m","m":[[topic,payload],…]}`: payloads as JSON strings (null: a retained topic was cleared).
     public static func frame(_ items: [ConsoleFeed.Item]) -> String {
         var out: [UInt8] = []
-        out.reserveCapacity(items.reduce(16) { $0 + $1.topic.utf8.count + ($1.payload?.count ?? 4) + 8 })
+        out.reserveCapacity(items.reduce(16) { $0 + $1.size + 12 })
         out.append(contentsOf: #"{"t":"m","m":["#.utf8)
         for (i, item) in items.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }

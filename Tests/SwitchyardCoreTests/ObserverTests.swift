@@ -12,7 +12,7 @@ final class RecordingObserver: EngineObserver {
     let outcomes = Locked<[Outcome]>([])
     let refused = Locked<[String]>([])
 
-    func published(topic: String, payload: [UInt8], retain: Bool) {}
+    func published(topic: String, body: PayloadBody, retain: Bool) {}
     func commandFinished(adapter: String, ok: Bool, seconds: Double) {
         precondition(seconds >= 0)
         outcomes.withLock { $0.append(Outcome(adapter: adapter, ok: ok)) }

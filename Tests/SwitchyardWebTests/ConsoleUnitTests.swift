@@ -150,6 +150,33 @@ import SwitchyardWebTesting
         #expect(feed.retainedCount == 0)
     }
 
+    /// A payload the engine hands over as a source (a device's details, its discovery configs) is kept as
+    /// that source, as the transport's ledger keeps it: written when a page reads it, never held as bytes.
+    @Test func aSourcedPayloadIsWrittenOnlyWhenAPageReadsIt() {
+        final class Counting: PayloadSource, @unchecked Sendable {
+            let lock = NSLock()
+            var writes = 0
+            func payload() -> [UInt8] {
+                lock.withLock { writes += 1 }
+                return Array(#"{"name":"kitchen"}"#.utf8)
+            }
+        }
+        let feed = ConsoleFeed(scheme: scheme)
+        let transport = ObservedTransport(InMemoryTransport(), observer: feed)
+        let details = Counting(), config = Counting()
+        let (_, cursor) = feed.snapshot(excluded: [])
+        transport.publish([Publication("sy/bridge/devices/virtual/kitchen", body: .source(details), retain: true),
+                           Publication("homeassistant/light/switchyard_sy_virtual_kitchen/light/config", body: .source(config), retain: true)])
+        // The in-memory transport writes each once, as the network thread does when it sends them.
+        let sent = (details.writes, config.writes)
+        let (items, _) = drain(feed, from: cursor)
+        #expect(details.writes == sent.0, "a page's items carry the source until their frame is written")
+        #expect(PageProtocol.frame(items).contains(#"{\"name\":\"kitchen\"}"#))
+        #expect(details.writes == sent.0 + 1)
+        #expect(feed.discoveryConfigs(adapter: "virtual", deviceID: "kitchen").map { String(decoding: $0.1, as: UTF8.self) } == [#"{"name":"kitchen"}"#])
+        #expect(config.writes == sent.1 + 1)
+    }
+
     @Test func aPageBehindTheRingIsToldToStartAgain() {
         var limits = ConsoleFeed.Limits()
         limits.ringEntries = 8
