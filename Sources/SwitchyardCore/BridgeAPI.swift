@@ -74,8 +74,9 @@ public enum BridgeAPI {
 
 extension BridgeEngine {
     func handleRequest(path: String, payload: [UInt8]) {
-        // Only an adapter's own requests read the body; the bridge's read the transaction alone.
-        let parts = path.split(separator: "/", maxSplits: 1)
+        // Only an adapter's own requests read the body; the bridge's read the transaction alone. Paths are
+        // matched without case (`answer`), so the adapter is looked up so too.
+        let parts = path.lowercased().split(separator: "/", maxSplits: 1)
         switch BridgeAPI.parse(payload, body: parts.count == 2 && entries[String(parts[0])] != nil) {
         case .failure(let e):
             respond(path, .failure(e), transaction: nil)

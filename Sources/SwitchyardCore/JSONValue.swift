@@ -525,9 +525,19 @@ struct JSONParser {
         return m
     }
 
+    /// Exactly four hex digits (no sign: `UInt32(_:radix:)` would take `+041`).
     mutating func hex4() throws(JSONValue.ParseError) -> UInt32 {
-        guard i + 4 <= bytes.count, let v = UInt32(String(decoding: UnsafeBufferPointer(rebasing: bytes[i..<(i + 4)]), as: UTF8.self), radix: 16) else {
-            throw fail("invalid \\u escape")
+        guard i + 4 <= bytes.count else { throw fail("invalid \\u escape") }
+        var v: UInt32 = 0
+        for b in bytes[i..<(i + 4)] {
+            let d: UInt8
+            switch b {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): d = b - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): d = b - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): d = b - UInt8(ascii: "A") + 10
+            default: throw fail("invalid \\u escape")
+            }
+            v = v << 4 | UInt32(d)
         }
         i += 4
         return v

@@ -110,6 +110,15 @@ import Foundation
         #expect(JSONValue.string("a\nb\u{1}\u{1f}").serialized == #""a\nb\u0001\u001f""#)
     }
 
+    /// A `\u` escape is four hex digits, no sign.
+    @Test func aUnicodeEscapeIsFourHexDigits() throws {
+        #expect(try JSONValue.parse(#""\u0041\u00e9""#) == .string("Aé"))
+        for bad in [#""\u+041""#, #""\u-000""#, #""\u 041""#, #""\u04g1""#, #""\u041""#] {
+            #expect(throws: JSONValue.ParseError.self, "\(bad)") { try JSONValue.parse(bad) }
+            #expect(throws: JSONValue.ParseError.self, "\(bad)") { try JSONValue.parse(Array(bad.utf8)) { _ in true } }
+        }
+    }
+
     /// The byte-level writer is the one `serialized` uses: the same text for any string.
     @Test func theByteWriterWritesWhatSerialisedDoes() {
         for s in ["plain", "a \"quoted\" \\ path\r\n\t\u{0}\u{7f}", "Küche 🔥", ""] {

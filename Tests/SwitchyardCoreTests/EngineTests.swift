@@ -28,6 +28,20 @@ actor GatedAdapter: Adapter {
     func refresh(deviceID: String, context: AdapterContext) async throws {}
 }
 
+/// An adapter whose one request, `echo`, answers with the body it was given.
+actor EchoAdapter: Adapter {
+    nonisolated let id = "test"
+    func run(context: AdapterContext) async throws {
+        await context.setStatus(.running)
+        while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+    }
+    func perform(_ command: DeviceCommand, context: AdapterContext) async throws {}
+    func refresh(deviceID: String, context: AdapterContext) async throws {}
+    func request(path: String, payload: JSONValue, context: AdapterContext) async throws -> JSONValue? {
+        path == "echo" ? ["got": payload] : nil
+    }
+}
+
 /// Where two things meet over time: a command during a reload, a command for a device that is not
 /// there. Each command with a transaction gets exactly one result (docs/topics.md "Commands").
 @Suite struct EngineSeamTests {
@@ -49,6 +63,24 @@ actor GatedAdapter: Adapter {
             out[tr, default: []].append(j)
         }
         return out
+    }
+
+    /// Request paths are matched without case, the adapter's part included: its request gets the body
+    /// whatever the case it was sent in.
+    @Test func anAdapterRequestInAnotherCaseKeepsItsBody() async throws {
+        let t = InMemoryTransport()
+        let e = engine(t)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await e.run(adapters: [EchoAdapter()]) }
+            defer { t.finish() }
+            for (i, path) in ["test/echo", "TEST/Echo"].enumerated() {
+                t.inject(.message(InboundMessage(topic: "b/bridge/request/\(path)", payload: Array(#"{"x": \#(i), "transaction": "r\#(i)"}"#.utf8))))
+                try await waitUntil("\(path) answered") { t.published.contains { $0.topic == "b/bridge/response/\(path)" } }
+                let answer = try JSONValue.parse(t.published.last { $0.topic == "b/bridge/response/\(path)" }!.payload)
+                #expect(answer["data"]?["got"]?["x"] == .number(Double(i)), "\(path): \(answer)")
+                #expect(answer["transaction"] == .string("r\(i)"))
+            }
+        }
     }
 
     /// Commands queued for the adapter being replaced are carried out by it (its queue drains first);
