@@ -197,6 +197,9 @@ final class NetworkLoop {
     static let refusedForGood: Set<Int32> = [4, 5, 0x86, 0x87, 0x8A, 0x8C]
     static let refusedDelay = 30.0
     var publishing = false
+    /// Acknowledgements that came for a message not yet recorded as sent: while a window is published,
+    /// libmosquitto finishes writing earlier packets of the window and calls back for any QoS 0 one that
+    /// completes (the message is recorded only once the whole window is out). Cleared on every connect.
     var earlyAcks: Set<Int32> = []
     var subscribed: [String] = []
     /// Failed attempts since the last stable connection (the backoff's exponent).
@@ -396,6 +399,7 @@ final class NetworkLoop {
         connectedAt = now()
         lastGoodConnection = now()
         subscribed = []
+        earlyAcks = []
         transport.shared.withLock { s in
             s.subscriptionsChanged = true
             s.stats.connected = true
@@ -453,7 +457,7 @@ final class NetworkLoop {
                 continue
             }
             if window.isEmpty { return }
-            var sent: [(Outbox.Key, Int32, early: Bool)] = []
+            var sent: [(Outbox.Key, Int32)] = []
             var refused: [Outbox.Key] = []
             sent.reserveCapacity(window.count)
             for (key, msg) in window {
@@ -465,7 +469,7 @@ final class NetworkLoop {
                 }
                 publishing = false
                 if rc == MOSQ_ERR_SUCCESS.rawValue {
-                    sent.append((key, mid, earlyAcks.remove(mid) != nil))
+                    sent.append((key, mid))
                 } else if Self.connectionLost(rc) {
                     break   // the rest stays in the outbox; everything unacknowledged goes again after the reconnect
                 } else {
@@ -473,10 +477,12 @@ final class NetworkLoop {
                     refused.append(key)
                 }
             }
+            // Only now, with the whole window out: an acknowledgement that came during a later message of the
+            // window is in `earlyAcks` too.
             transport.shared.withLock { s in
-                for (key, mid, early) in sent {
+                for (key, mid) in sent {
                     s.outbox.sent(key, mid: mid)
-                    if early { s.outbox.acknowledged(mid: mid) }
+                    if earlyAcks.remove(mid) != nil { s.outbox.acknowledged(mid: mid) }
                 }
                 s.stats.published += sent.count
                 for key in refused { s.outbox.discard(key) }
