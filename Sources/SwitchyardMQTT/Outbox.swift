@@ -7,6 +7,7 @@ struct FIFO<Element> {
 
     var isEmpty: Bool { head >= items.count }
     var count: Int { items.count - head }
+    var first: Element? { head < items.count ? items[head] : nil }
 
     mutating func push(_ e: Element) { items.append(e) }
 
@@ -78,7 +79,9 @@ struct Outbox {
     private(set) var eventBytes = 0
     private(set) var ledger = RetainedLedger()
     private(set) var events: [UInt64: Event] = [:]
-    private var eventOrder = FIFO<UInt64>()
+    /// Ids of the events not yet acknowledged, oldest first (an acknowledged one leaves once it is at the
+    /// front: ids go up, and the oldest are acknowledged first).
+    private(set) var eventOrder = FIFO<UInt64>()
     private var lanes = [FIFO<UInt64>](repeating: FIFO(), count: 3)
     /// Topics of the events waiting in the `soon` lane, with their counts.
     private var soonEventTopics: [String: Int] = [:]
@@ -169,7 +172,12 @@ struct Outbox {
             if ledger[slot].generation == generation { ledger.remove(slot) }
         case .event(let id):
             removeEvent(id)
+            trimEventOrder()
         }
+    }
+
+    private mutating func trimEventOrder() {
+        while let id = eventOrder.first, events[id] == nil { _ = eventOrder.pop() }
     }
 
     @discardableResult
@@ -186,7 +194,9 @@ struct Outbox {
         guard let key = inflight.removeValue(forKey: mid) else { return false }
         switch key {
         case .retained(let slot, let generation): ledger.acknowledge(slot, generation: generation)
-        case .event(let id): removeEvent(id)
+        case .event(let id):
+            removeEvent(id)
+            trimEventOrder()
         }
         return true
     }

@@ -121,6 +121,13 @@ struct RetainedLedger {
     mutating func set(_ topic: String, _ payload: Stored, qos: UInt8, lane: Lane) -> (slot: UInt32, generation: UInt32) {
         let slot = find(topic) ?? insert(topic)
         if self[slot].isAcked { unacked += 1 }
+        if payload.isEmpty, self[slot].order != nextOrder {
+            // A clear goes again after a reconnect in the order it was made, not in its topic's first-publish
+            // order: a removal clears a device's discovery configs before its state, though the state was
+            // published first (docs/topics.md "Device lifecycle"). Once delivered it is forgotten.
+            nextOrder &+= 1
+            self[slot].order = nextOrder
+        }
         self[slot].payload = payload
         self[slot].generation &+= 1
         self[slot].qos = qos

@@ -53,6 +53,32 @@ import SwitchyardCore
         #expect(drain(&o) == ["state=online", "r1=a", "r2=b"])
     }
 
+    /// A removal clears a device's discovery config before its state (docs/topics.md "Device lifecycle"),
+    /// though the state was published first: after a reconnect the clears go again in the order they
+    /// were made.
+    @Test func clearsGoAgainInTheOrderTheyWereMade() {
+        var o = Outbox(maxEvents: 10)
+        o.add(topic: "b/dev", payload: Array("s".utf8), qos: 1, retain: true)
+        o.add(topic: "cfg/dev", payload: Array("c".utf8), qos: 1, retain: true, lane: .late)
+        #expect(drain(&o) == ["b/dev=s", "cfg/dev=c"])
+        o.add(topic: "cfg/dev", payload: [], qos: 1, retain: true)
+        o.add(topic: "b/dev", payload: [], qos: 1, retain: true)
+        #expect(drain(&o, ack: false) == ["cfg/dev=", "b/dev="])   // the connection is lost before the PUBACKs
+        o.resetForReconnect()
+        #expect(drain(&o) == ["cfg/dev=", "b/dev="])
+    }
+
+    /// Acknowledged events leave no id behind: a long run of events on a healthy connection holds nothing.
+    @Test func acknowledgedEventsLeaveNothingBehind() {
+        var o = Outbox(maxEvents: 10)
+        for i in 0..<100_000 {
+            o.add(topic: "b/log", payload: Array("\(i)".utf8), qos: i % 2, retain: false)
+            _ = drain(&o)
+        }
+        #expect(o.pending == 0)
+        #expect(o.eventOrder.count == 0)
+    }
+
     @Test func theLedgerGivesBackExactlyTheBytesItWasGiven() {
         var o = Outbox(maxEvents: 10)
         let payloads: [[UInt8]] = [
