@@ -350,6 +350,9 @@ public actor BridgeEngine {
         updateSubscriptions()
         publishInfo()
         announceBridge()
+        // An adapter this replacement removed may have been the one the sweep of orphaned configs waited
+        // for (docs/topics.md "Home Assistant discovery").
+        maybeSweep()
     }
 
     func startAdapter(_ adapter: any Adapter) {
@@ -372,6 +375,9 @@ public actor BridgeEngine {
         }
         (entry.requests, entry.errors) = old.map { ($0.requests, $0.errors) } ?? retiredTotals.removeValue(forKey: id) ?? (0, 0)
         entries[id] = entry
+        // Devices the old instance listed but whose announcement was still waiting for their first states:
+        // announced now, whether or not the new instance ever lists or reports.
+        if !registry.pendingAnnouncements.isEmpty { childJobQueue.yield(.announce(adapter: id, generation: nextGeneration)) }
         if case .terminated = childJobQueue.yield(.host(hosted)) {
             hosted.stopped.signal()   // the engine is stopping: it never runs
         }
