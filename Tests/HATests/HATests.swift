@@ -359,6 +359,27 @@ final class HAHarness: Sendable {
         }
     }
 
+    /// Attribute names are numbered for the bridge's whole run: past `maxSuffixes` distinct names a new one
+    /// is not mirrored (and counted), while the names already numbered still are.
+    @Test func newAttributeNamesPastTheBoundAreNotMirrored() {
+        var m = HAMirrorModel(publishAttributes: true, publishTimestamps: false)
+        let counter = BoundsCounter()
+        Bounds.$counter.withValue(counter) {
+            let limit = HAMirrorModel.maxSuffixes
+            for batch in stride(from: 0, to: limit, by: 4_096) {
+                var t: HAMirrorModel.Topics = [:]
+                for i in batch..<min(batch + 4_096, limit) { t["a\(i)"] = "1" }
+                let packed = m.pack(t)
+                #expect(m.topics(packed) == t)
+            }
+            #expect(counter.snapshot["ha_attributes"] == nil)
+            let past: HAMirrorModel.Topics = ["a0": "2", "fresh_1": "3", "fresh_2": "4"]
+            let packed = m.pack(past)
+            #expect(m.topics(packed) == ["a0": "2"])
+            #expect(counter.snapshot["ha_attributes"] == 2)
+        }
+    }
+
     /// A long payload is kept as the array the transport was given (one copy for the mirror and the
     /// retained ledger), and an unchanged one stays that array.
     @Test func aLongPayloadIsKeptOnceAndNotCopiedAgain() {

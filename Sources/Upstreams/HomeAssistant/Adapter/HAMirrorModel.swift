@@ -84,6 +84,10 @@ package struct HAMirrorModel: Sendable {
     /// Suffixes (attribute names), numbered once: thousands of entities share a few.
     private var suffixNames: [String] = []
     private var suffixNumbers: [String: UInt32] = [:]
+    /// Distinct topic suffixes (attribute names) numbered at most: the table is never emptied, and a peer
+    /// that names new attributes in every message would grow it for as long as the bridge runs. Past it,
+    /// a new attribute is not mirrored (`ha_attributes`); those already numbered still are.
+    static let maxSuffixes = 65_536
 
     init(publishAttributes: Bool, publishTimestamps: Bool) {
         self.publishAttributes = publishAttributes
@@ -100,6 +104,10 @@ package struct HAMirrorModel: Sendable {
             if let known = suffixNumbers[suffix] {
                 n = known
             } else {
+                guard suffixNames.count < Self.maxSuffixes else {
+                    Bounds.hit("ha_attributes")
+                    continue
+                }
                 n = UInt32(suffixNames.count)
                 suffixNames.append(suffix)
                 suffixNumbers[suffix] = n
