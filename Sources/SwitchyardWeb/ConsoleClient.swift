@@ -160,7 +160,7 @@ final class ConsoleClient: Sendable {
                     cursor = try await resync(out, mirrors)
                     more = false
                 case .changes(let items, let next, let m):
-                    if !items.isEmpty { try await write(out, PageProtocol.frame(items)) }
+                    try await PageProtocol.inFrames(items, budget: limits.frameBudget) { try await write(out, PageProtocol.frame($0)) }
                     cursor = next
                     more = m
                 }
@@ -173,18 +173,7 @@ final class ConsoleClient: Sendable {
     func resync(_ out: WebSocketOutboundWriter, _ mirrors: [String]) async throws -> UInt64 {
         let (items, cursor) = feed.snapshot(excluded: excluded(mirrors))
         try await write(out, #"{"t":"reset"}"#)
-        var batch: [ConsoleFeed.Item] = []
-        var bytes = 0
-        for item in items {
-            batch.append(item)
-            bytes += item.size
-            if bytes >= limits.frameBudget {
-                try await write(out, PageProtocol.frame(batch))
-                batch.removeAll(keepingCapacity: true)
-                bytes = 0
-            }
-        }
-        if !batch.isEmpty { try await write(out, PageProtocol.frame(batch)) }
+        try await PageProtocol.inFrames(items, budget: limits.frameBudget) { try await write(out, PageProtocol.frame($0)) }
         try await write(out, #"{"t":"synced"}"#)
         return cursor
     }

@@ -187,8 +187,8 @@ public final class ConsoleFeed: EngineObserver, Sendable {
         }
         /// The payload's bytes: a source's are written now (call it once per frame).
         public var payload: [UInt8]? { body?.bytes }
-        /// What it adds to a frame, for the frame's budget: a source's payload counted as a typical
-        /// device's details, without writing it.
+        /// What it adds to a frame: exact for bytes; a source's payload counted as a typical device's details,
+        /// without writing it (`read` bounds a batch with it; `PageProtocol.inFrames` then writes and splits).
         var size: Int {
             switch body {
             case .bytes(let b)?: topic.utf8.count + b.count

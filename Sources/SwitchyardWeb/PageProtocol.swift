@@ -62,10 +62,35 @@ public enum PageProtocol {
         return .ask(topic: topic, payload: JSONValue.object(o).bytes, transaction: transaction)
     }
 
+    /// Hands `items` to `emit` in batches of about `budget` bytes of topics and payloads, each payload written
+    /// as its batch is made (a source's only then, so that a page opening on ten thousand devices never holds
+    /// every device's details at once); one larger than the budget (`bridge/devices` of thousands of
+    /// devices) goes in a batch of its own.
+    static func inFrames(_ items: [ConsoleFeed.Item], budget: Int, _ emit: ([ConsoleFeed.Item]) async throws -> Void) async rethrows {
+        var batch: [ConsoleFeed.Item] = []
+        var bytes = 0
+        for item in items {
+            let written = ConsoleFeed.Item(topic: item.topic, payload: item.payload)
+            if written.size >= budget, !batch.isEmpty {
+                try await emit(batch)
+                batch.removeAll(keepingCapacity: true)
+                bytes = 0
+            }
+            batch.append(written)
+            bytes += written.size
+            if bytes >= budget {
+                try await emit(batch)
+                batch.removeAll(keepingCapacity: true)
+                bytes = 0
+            }
+        }
+        if !batch.isEmpty { try await emit(batch) }
+    }
+
     /// `{"t":"m","m":[[topic,payload],…]}`: payloads as JSON strings (null: a retained topic was cleared).
     public static func frame(_ items: [ConsoleFeed.Item]) -> String {
         var out: [UInt8] = []
-        out.reserveCapacity(items.reduce(16) { $0 + $1.size + 12 })
+        out.reserveCapacity(items.reduce(16) { $0 + $1.size + 12 })   // sizes of written items: exact
         out.append(contentsOf: #"{"t":"m","m":["#.utf8)
         for (i, item) in items.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }

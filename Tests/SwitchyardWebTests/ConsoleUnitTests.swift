@@ -177,6 +177,22 @@ import SwitchyardWebTesting
         #expect(config.writes == sent.1 + 1)
     }
 
+    /// Frames hold about a budget's bytes; a payload larger than the budget (a source such as `bridge/devices`
+    /// for thousands of devices, whose size is known only once written) goes in a frame of its own.
+    @Test func aPayloadLargerThanTheBudgetGoesAlone() async {
+        final class Big: PayloadSource {
+            func payload() -> [UInt8] { Array(repeating: UInt8(ascii: "x"), count: 200_000) }
+        }
+        let small = { (i: Int) in ConsoleFeed.Item(topic: "sy/virtual/l\(i)", payload: Array(repeating: UInt8(ascii: "s"), count: 10_000)) }
+        let items = [small(0), small(1), ConsoleFeed.Item(topic: "sy/bridge/devices", body: .source(Big())), small(2), small(3)]
+        var frames: [[String]] = []
+        await PageProtocol.inFrames(items, budget: 64 * 1024) { frames.append($0.map(\.topic)) }
+        #expect(frames == [["sy/virtual/l0", "sy/virtual/l1"], ["sy/bridge/devices"], ["sy/virtual/l2", "sy/virtual/l3"]])
+        var sizes: [Int] = []
+        await PageProtocol.inFrames((0..<20).map(small), budget: 64 * 1024) { sizes.append($0.count) }
+        #expect(sizes == [7, 7, 6])
+    }
+
     @Test func aPageBehindTheRingIsToldToStartAgain() {
         var limits = ConsoleFeed.Limits()
         limits.ringEntries = 8
