@@ -28,9 +28,15 @@ extension SwitchyardBench {
         guard await sub.waitForTopics(devices, timeout: 60) else { throw BenchError("console: only \(sub.distinctTopics) states") }
         let target = "\(base)/virtual/l0"
         let arrival = Arrival()
+        try await PageClient.waitForListener(port: web)
         let page = PageClient(port: web, keepFrames: false) { topic, payload, at in if topic == target { arrival.see(payload, at) } }
         defer { page.close() }
-        try await waitUntil("the page has every light", timeout: 60) { page.topicCount >= self.devices }
+        do {
+            try await waitUntil("the page has every light", timeout: 60) { page.topicCount >= self.devices }
+        } catch {
+            let end = await page.ended(within: 0).map { "\($0)" } ?? "open"
+            throw BenchError("console: the page has \(page.topicCount) of \(devices) lights after 60 s; its connection: \(end)")
+        }
         let pub = try await MQTTProbe.connect(port: port)
         defer { pub.close() }
         let churner = try await MQTTProbe.connect(port: port)

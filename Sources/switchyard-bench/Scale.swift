@@ -68,6 +68,7 @@ extension SwitchyardBench {
             }
             mirroredMs = at.timeIntervalSince(start) * 1000
         }
+        if console { try await PageClient.waitForListener(port: web) }
         let page = console ? PageClient(port: web, keepFrames: false) : nil
         defer { page?.close() }
         if let page { try await waitUntil("the page has every light", timeout: 60) { page.topicCount >= devices } }

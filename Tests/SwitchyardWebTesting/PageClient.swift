@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import HTTPTypes
 import Logging
 import NIOCore
@@ -80,6 +83,17 @@ public final class PageClient: Sendable {
                 }
             }
         default: break
+        }
+    }
+
+    /// Waits until the console accepts connections: a page opens its WebSocket once and is not retried, and
+    /// the bridge's first states on MQTT do not say its console is listening yet (on a loaded machine it
+    /// was not, and a page opened then never saw a light).
+    public static func waitForListener(port: Int, timeout: Double = 60) async throws {
+        try await waitUntil("the console on port \(port) accepts connections", timeout: timeout) {
+            guard let fd = try? HTTPProbe.connect(port: port, timeout: 2) else { return false }
+            Glibc.close(fd)
+            return true
         }
     }
 
