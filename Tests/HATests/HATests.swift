@@ -377,6 +377,10 @@ final class HAHarness: Sendable {
             let packed = m.pack(past)
             #expect(m.topics(packed) == ["a0": "2"])
             #expect(counter.snapshot["ha_attributes"] == 2)
+            // A change that names a new attribute publishes only what the model can clear again.
+            let published = m.sync("sensor.s", ["a2": "1", "a1": "x", "fresh_3": "y"]).map(\.relative)
+            #expect(published.sorted() == ["sensor/s/a1", "sensor/s/a2"])
+            #expect(m.sync("sensor.s", nil).map(\.relative).sorted() == ["sensor/s/a1", "sensor/s/a2"])
         }
     }
 

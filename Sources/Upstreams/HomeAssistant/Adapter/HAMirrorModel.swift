@@ -100,18 +100,7 @@ package struct HAMirrorModel: Sendable {
     mutating func pack(_ entries: [(suffix: String, payload: [UInt8])]) -> Packed {
         var p = Packed()
         for (suffix, payload) in entries {
-            let n: UInt32
-            if let known = suffixNumbers[suffix] {
-                n = known
-            } else {
-                guard suffixNames.count < Self.maxSuffixes else {
-                    Bounds.hit("ha_attributes")
-                    continue
-                }
-                n = UInt32(suffixNames.count)
-                suffixNames.append(suffix)
-                suffixNumbers[suffix] = n
-            }
+            guard let n = number(suffix) else { continue }
             Self.varint(UInt64(n), into: &p.bytes)
             if payload.count <= Self.inlineBytes {
                 Self.varint(UInt64(payload.count) << 1, into: &p.bytes)
@@ -122,6 +111,19 @@ package struct HAMirrorModel: Sendable {
             }
         }
         return p
+    }
+
+    /// The suffix's number, given it now if it is new; nil (counted) past `maxSuffixes`.
+    mutating func number(_ suffix: String) -> UInt32? {
+        if let known = suffixNumbers[suffix] { return known }
+        guard suffixNames.count < Self.maxSuffixes else {
+            Bounds.hit("ha_attributes")
+            return nil
+        }
+        let n = UInt32(suffixNames.count)
+        suffixNames.append(suffix)
+        suffixNumbers[suffix] = n
+        return n
     }
 
     /// The topics of a packed entity, in suffix order, each with its payload (a long one: the kept array).
@@ -244,7 +246,10 @@ package struct HAMirrorModel: Sendable {
         // HA's entity ids are `domain.object_id` in [a-z0-9_]; one that would not make two topic levels
         // (from a broken or hostile peer) is not mirrored.
         guard let dot = eid.firstIndex(of: "."), Topic.isLevel(eid[..<dot]), Topic.isLevel(eid[eid.index(after: dot)...]) else { return [] }
-        let want = want ?? []
+        // A topic whose suffix cannot be numbered (past `maxSuffixes`) is not published: the model could
+        // not say later that it is there to be cleared.
+        var want = want ?? []
+        want.removeAll { number($0.suffix) == nil }
         let had = published[eid].map(unpack) ?? []
         let base = "\(eid[..<dot])/\(eid[eid.index(after: dot)...])"
         var kept: [String: [UInt8]] = [:]
