@@ -1,3 +1,10 @@
+extension UInt8 {
+    /// `0`–`9`, `a`–`f`, `A`–`F`.
+    public var isASCIIHexDigit: Bool {
+        (0x30...0x39).contains(self) || (0x41...0x46).contains(self) || (0x61...0x66).contains(self)
+    }
+}
+
 /// Lower-case hex digits, as bytes (shared by `hexString` and the JSON `\u00XX` escape).
 let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 

@@ -12,6 +12,9 @@ import Testing
 
     @Test func packetsAreByteForByteThePublishedExamples() {
         let target = LIFXSerial.target("d073d5000001")!
+        // Twelve hex digits, no sign (`UInt64(_:radix:)` would take `+d073d500000`).
+        #expect(LIFXSerial.target("+d073d500000") == nil && LIFXSerial.target("d073d500000g") == nil)
+        #expect(LIFXColorChange.hexRGB("-00001") == nil && LIFXColorChange.hexRGB("+fffff") == nil && LIFXColorChange.hexRGB("00ff7F")! == (0, 255, 127))
         #expect(LIFXLANPacket(type: 2, source: 0x1234_5678, sequence: 1, tagged: true).bytes
                 == hex("24 00 00 34 78 56 34 12 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00 00 02 00 00 00"))
         #expect(LIFXLANPacket(type: 117, source: 0x1234_5678, target: target, sequence: 4, ackRequired: true,

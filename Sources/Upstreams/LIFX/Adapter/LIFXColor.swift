@@ -6,6 +6,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import SwitchyardCore
 
 /// What a colour command changes, channel by channel, in wire units (hue degrees, saturation and
 /// brightness 0–1, kelvin). Parsed from a LIFX colour string (docs/upstreams/lifx-cloud.md §1.7), `#rrggbb` or `{h, s}`,
@@ -128,7 +129,8 @@ public struct LIFXColorChange: Sendable, Equatable {
     }
 
     static func hexRGB(_ hex: String) -> (Int, Int, Int)? {
-        guard hex.count == 6, let n = Int(hex, radix: 16) else { return nil }
+        // Digits only: `Int(_:radix:)` takes a sign (`-00001` would be -1).
+        guard hex.utf8.count == 6, hex.utf8.allSatisfy(\.isASCIIHexDigit), let n = Int(hex, radix: 16) else { return nil }
         return ((n >> 16) & 0xFF, (n >> 8) & 0xFF, n & 0xFF)
     }
 

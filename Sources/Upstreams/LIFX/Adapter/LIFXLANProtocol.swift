@@ -1,3 +1,5 @@
+import SwitchyardCore
+
 /// The LIFX LAN protocol at the byte level (docs/upstreams/lifx-lan.md): the 36-byte little-endian
 /// header and the messages the bridge sends and reads. Decoding trusts nothing: a packet whose size
 /// field, protocol number or payload length is wrong is refused (fuzzed: switchyard-fuzz lifx-lan).
@@ -329,7 +331,7 @@ extension Array where Element == UInt8 {
 public enum LIFXSerial {
     public static func target(_ serial: String) -> UInt64? {
         let s = serial.lowercased()
-        guard s.utf8.count == 12, let v = UInt64(s, radix: 16) else { return nil }
+        guard s.utf8.count == 12, s.utf8.allSatisfy(\.isASCIIHexDigit), let v = UInt64(s, radix: 16) else { return nil }
         var t: UInt64 = 0
         for i in 0..<6 { t |= ((v >> (8 * (5 - i))) & 0xFF) << (8 * i) }
         return t
