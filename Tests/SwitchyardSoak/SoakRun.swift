@@ -121,6 +121,8 @@ public enum SoakRun {
         // The schedule, run on this task; commands and samples beside it until `end`.
         let commands = Task { await Self.commands(o, probe: probe, base: base, checker: checker, until: end) }
         let samples = Task { await Self.samples(o, pid: bridge.pid, checker: checker, until: end) }
+        // The page opens once; the first states on MQTT do not say the console is listening yet.
+        try await PageClient.waitForListener(port: webPort)
         let console = Task { await Self.console(port: webPort, token: webToken, checker: checker, until: end) }
         var next = (reload: o.reloadEvery, broker: o.brokerRestartEvery, outage: o.outageEvery, lan: o.lanLeaveEvery)
         var counts = (reload: 0, broker: 0, outage: 0, lan: 0)
