@@ -7,6 +7,8 @@ public actor ScriptedAdapter: Adapter {
     var devices: [DeviceDescriptor]
     var initial: [String: [String: JSONValue]]
     public private(set) var commands: [DeviceCommand] = []
+    /// The fields each device was commanded, merged: what its first state must not undo.
+    var commanded: [String: [String: JSONValue]] = [:]
     public private(set) var refreshes: [String] = []
     var failWith: String?
     var context: AdapterContext?
@@ -29,7 +31,12 @@ public actor ScriptedAdapter: Adapter {
         defer { running = false }
         self.context = context
         await context.setDevices(devices, authoritative: false)
-        for d in devices { await context.update(d.id, initial[d.id] ?? ["state": "OFF", "brightness": 50]) }
+        // A command held for a device until it was listed can be carried out while this first state is on
+        // its way (the listing releases it): as a real device would, the first state includes it.
+        for d in devices {
+            let first = (initial[d.id] ?? ["state": "OFF", "brightness": 50]).merging(commanded[d.id] ?? [:]) { _, commanded in commanded }
+            await context.update(d.id, first)
+        }
         await context.setStatus(.running)
         while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
     }
@@ -42,6 +49,7 @@ public actor ScriptedAdapter: Adapter {
             fields["state"] = await context.state(of: command.deviceID)?["state"] == "ON" ? "OFF" : "ON"
         }
         fields["transition"] = nil
+        commanded[command.deviceID, default: [:]].merge(fields) { _, new in new }
         await context.update(command.deviceID, fields)
     }
 
