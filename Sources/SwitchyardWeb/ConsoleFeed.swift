@@ -7,8 +7,8 @@ import SwitchyardCore
 
 /// What the engine publishes, kept for the pages (docs/console.md "How the page is fed"): the latest
 /// payload of every retained topic under `<base>/` (the same buffers, or payload sources, the transport's
-/// outbox holds, so only the index costs memory; a source is written when a page is sent it), the discovery configs (read on demand, never pushed), and a bounded ring of
-/// recent changes. Each open page reads the ring from its own cursor: retained topics are read again from
+/// outbox holds, so only the index costs memory; a source is written when a page is sent it), the
+/// discovery configs (read on demand, never pushed), and a bounded ring of recent changes. Each open page reads the ring from its own cursor: retained topics are read again from
 /// the store when the page's turn comes (so a device that changed ten times is sent once, with its latest
 /// state), other messages (logs, events, results) come with the ring. A page that falls behind the ring's
 /// start is sent everything again instead (a "resync"): nothing is ever queued per page.
