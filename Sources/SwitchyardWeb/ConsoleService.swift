@@ -104,12 +104,23 @@ public final class ConsoleService: Service, Sendable {
     /// What every request carries: the channel (to cut a stalled page off) and the upload bound.
     struct Context: RequestContext, WebSocketRequestContext {
         var coreContext: CoreRequestContextStorage
-        let webSocket: WebSocketHandlerReference<Context>
+        let slot = WebSocketSlot()
+        var webSocket: WebSocketHandlerReference<Context> { slot.reference }
         let channel: any Channel
         init(source: ApplicationRequestContextSource) {
             coreContext = .init(source: source)
-            webSocket = .init()
             channel = source.channel
+        }
+
+        /// Holds the request's `WebSocketHandlerReference` until the upgraded connection closes.
+        /// hummingbird-websocket (2.8.1) keeps the upgraded request's context inside that reference, and the
+        /// context holds the reference: a cycle that outlived every page (744 bytes each, and through the
+        /// handler the console that served it; LeakSanitizer in `make sanitize-address`). `release` breaks
+        /// it; the `/ws` route asks for it when the connection closes.
+        final class WebSocketSlot: Sendable {
+            let held = Locked<WebSocketHandlerReference<Context>?>(WebSocketHandlerReference())
+            var reference: WebSocketHandlerReference<Context> { held.withLock { $0 } ?? WebSocketHandlerReference() }
+            func release() { held.withLock { $0 = nil } }
         }
         var maxUploadSize: Int { Self.maxBody }
         static let maxBody = 4096
@@ -191,8 +202,11 @@ public final class ConsoleService: Service, Sendable {
         }
 
         let ws = Router(context: Context.self)
-        ws.ws("/ws") { request, _ in
-            auth.sameOrigin(host: request.head.authority, origin: request.headers[.origin]) && authorised(request) ? .upgrade([:]) : .dontUpgrade
+        ws.ws("/ws") { request, context in
+            guard auth.sameOrigin(host: request.head.authority, origin: request.headers[.origin]) && authorised(request) else { return .dontUpgrade }
+            let slot = context.slot
+            context.channel.closeFuture.whenComplete { _ in slot.release() }
+            return .upgrade([:])
         } onUpgrade: { inbound, outbound, context in
             guard let id = self.admit(max: settings.maxClients) else {
                 try await outbound.close(.unknown(1013), reason: "the console has \(settings.maxClients) pages open already (web.max_clients)")
