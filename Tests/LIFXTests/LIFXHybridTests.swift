@@ -101,6 +101,41 @@ import Testing
         }
     }
 
+    /// A reload's new instance is routed commands at once (its lights carried over), before its run has
+    /// opened the cloud's client: they wait for it and are carried out, never refused as "not connected"
+    /// (the soak found it: one command in about thirty reloads).
+    @Test func commandsRightAfterAReloadWaitForTheCloud() async throws {
+        let cloud = try await LIFXCloudSimulator.start(token: Self.token, lights: LIFXCloudSimulator.demoLights())
+        let lan = try LIFXLANSimulator.start(devices: [])
+        defer { lan.stop() }
+        let settings = Self.settings(cloud: cloud, lanPort: lan.port, poll: 3600, lanPoll: 3600, offlineAfter: 90)
+        try await withTeardown {
+            try await BridgeUnderTest.with(subscribe: { ["\($0)/#"] }, adapter: LIFXAdapter(settings: settings)) { b in
+                let lifx = "\(b.base)/lifx"
+                try await b.waitLIFX("kitchen") { $0["via"] == "cloud" }
+                var transactions: [String] = []
+                for round in 0..<5 {
+                    let replaced = Task { await b.bridge.engine.replaceAdapters(start: [LIFXAdapter(settings: settings)], remove: []) }
+                    for i in 0..<4 {
+                        let t = "r\(round)c\(i)"
+                        b.probe.publish("\(lifx)/kitchen/set", #"{"brightness":\#(10 + i),"transaction":"\#(t)"}"#)
+                        transactions.append(t)
+                    }
+                    await replaced.value
+                }
+                for t in transactions {
+                    try await b.probe.waitFor("result \(t)", timeout: 60) { ms in ms.contains { $0.topic.hasSuffix("/result") && $0.payload.contains(#""transaction":"\#(t)""#) } }
+                }
+                let results = b.probe.messages.filter { $0.topic.hasSuffix("/result") }
+                let refused = results.filter { !$0.payload.contains(#""status":"ok""#) }.map(\.payload)
+                #expect(refused.isEmpty, "\(refused)")
+                try Self.judge(b, transactions: transactions)
+            }
+        } teardown: {
+            await cloud.stop()
+        }
+    }
+
     /// A long run of both together (issue 26): cloud listings every 0.3 s (well over 20), LAN polls every
     /// 0.5 s, the LAN peer leaving and coming back three times, commands all along. No light a transport
     /// still sees is removed, nothing is published under two names, every command gets one result, the

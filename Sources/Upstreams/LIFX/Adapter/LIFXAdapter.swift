@@ -67,6 +67,11 @@ public actor LIFXAdapter: Adapter {
     /// The transports of the current run.
     var cloud: LIFXCloud?
     var lan: LIFXLAN?
+    /// Signalled once `run` has made its transports. A command that comes before they are made and the
+    /// cloud's client is open (a reload's new instance is routed commands at once, its devices carried
+    /// over) waits for them, at most `startWait` seconds, instead of being refused as "not connected".
+    let made = Latch()
+    static let startWait = 10.0
     /// The LAN's devices when it last stopped, for a reload's new instance.
     var lanSeeds: [LIFXLAN.Seed] = []
     /// The cloud's first listing has come or failed (until then nothing is listed: see `declare`).
@@ -102,6 +107,7 @@ public actor LIFXAdapter: Adapter {
             self.cloud = nil
         }
         // LAN only: nothing calls the cloud.
+        made.signal()
         if cloud == nil { await context.setStatus(.running) }
         do {
             try await withThrowingDiscardingTaskGroup { g in
@@ -135,6 +141,12 @@ public actor LIFXAdapter: Adapter {
         self.context = context
         let waits = try await plan(command)
         return PendingCommand { try await Self.all(waits) }
+    }
+
+    /// Returns once `run` has made the transports and the cloud's client (if any) is open.
+    func transportsStarted() async {
+        await made.wait()
+        await cloud?.opened.wait()
     }
 
     /// Waits for every part of a command; the first failure (in order) is the command's. Every part is
@@ -187,6 +199,9 @@ public actor LIFXAdapter: Adapter {
     /// Returns what the command waits for. Everything is checked before anything changes: a refused command
     /// leaves the state as it was and sends nothing.
     func plan(_ command: DeviceCommand) async throws -> [@Sendable () async throws -> Void] {
+        if !made.isSignalled || cloud?.opened.isSignalled == false {
+            await firstResult(of: { await self.transportsStarted() }, within: Self.startWait, clock: clock, otherwise: ())
+        }
         if command.deviceID.hasPrefix("scene_") { return [try await activate(command)] }
         if let (serial, part) = LIFXCeilingPart.parse(command.deviceID) { return try await plan(command, part, of: serial) }
         let now = clock.now()

@@ -41,6 +41,8 @@ actor LIFXCloud {
     var lastError: String?
     /// Set while the dispatch loop waits for something that a new request makes moot.
     var wakeUp: Latch?
+    /// Signalled once the client is open (`running`).
+    let opened = Latch()
 
     init(settings: LIFXSettings, clock: any BridgeClock, context: AdapterContext, report: @escaping @Sendable (Event) async -> Void) {
         self.settings = settings
@@ -54,6 +56,7 @@ actor LIFXCloud {
     func run() async throws {
         try await HTTPClient.withClient(options: .init(userAgent: "switchyard", verifyTLS: settings.verifyTLS)) { http in
             self.http = http
+            opened.signal()
             defer {
                 self.http = nil
                 for op in queue.unanswered { for o in op.outcomes { o.fail("the LIFX adapter stopped before the command was answered") } }
