@@ -102,24 +102,31 @@ import Testing
     }
 
     /// A reload's new instance is routed commands at once (its lights carried over), before its run has
-    /// opened the cloud's client: they wait for it and are carried out, never refused as "not connected"
-    /// (the soak found it: one command in about thirty reloads).
-    @Test func commandsRightAfterAReloadWaitForTheCloud() async throws {
+    /// opened the cloud's client and the LAN's socket: they wait for them and are carried out, never refused
+    /// as "not connected" or "not reachable on the LAN" (the soak found both, one command in tens of reloads).
+    @Test func commandsRightAfterAReloadWaitForTheTransports() async throws {
         let cloud = try await LIFXCloudSimulator.start(token: Self.token, lights: LIFXCloudSimulator.demoLights())
-        let lan = try LIFXLANSimulator.start(devices: [])
+        var desk = LIFXLANSimulator.Device(serial: "d073d5100001", label: "Desk", product: 27)
+        desk.group = "Kitchen"
+        desk.groupID = Self.kitchenGroup
+        desk.locationID = LIFXCloudSimulator.demoHome.id
+        let lan = try LIFXLANSimulator.start(devices: [desk])
         defer { lan.stop() }
         let settings = Self.settings(cloud: cloud, lanPort: lan.port, poll: 3600, lanPoll: 3600, offlineAfter: 90)
         try await withTeardown {
             try await BridgeUnderTest.with(subscribe: { ["\($0)/#"] }, adapter: LIFXAdapter(settings: settings)) { b in
                 let lifx = "\(b.base)/lifx"
                 try await b.waitLIFX("kitchen") { $0["via"] == "cloud" }
+                try await b.waitLIFX("desk") { $0["via"] == "lan" }
                 var transactions: [String] = []
                 for round in 0..<5 {
                     let replaced = Task { await b.bridge.engine.replaceAdapters(start: [LIFXAdapter(settings: settings)], remove: []) }
                     for i in 0..<4 {
-                        let t = "r\(round)c\(i)"
-                        b.probe.publish("\(lifx)/kitchen/set", #"{"brightness":\#(10 + i),"transaction":"\#(t)"}"#)
-                        transactions.append(t)
+                        for light in ["kitchen", "desk"] {
+                            let t = "r\(round)\(light)\(i)"
+                            b.probe.publish("\(lifx)/\(light)/set", #"{"brightness":\#(10 + i),"transaction":"\#(t)"}"#)
+                            transactions.append(t)
+                        }
                     }
                     await replaced.value
                 }
@@ -133,6 +140,38 @@ import Testing
             }
         } teardown: {
             await cloud.stop()
+        }
+    }
+
+    /// The same with the LAN alone (no token): commands right after a reload wait for the new instance's
+    /// socket instead of finding none ("not reachable on the LAN").
+    @Test func lanCommandsRightAfterAReloadWaitForTheSocket() async throws {
+        let lan = try LIFXLANSimulator.start(devices: [LIFXLANSimulator.Device(serial: "d073d5100001", label: "Desk", product: 27)])
+        defer { lan.stop() }
+        var settings = LIFXSettings()
+        settings.lan.enabled = true
+        settings.lan.hosts = ["127.0.0.1:\(lan.port)"]
+        settings.lan.broadcast = []
+        settings.lan.pollInterval = 3600
+        settings.lan.discoveryGaps = [0.5]
+        let lanOnly = settings
+        try await BridgeUnderTest.with(subscribe: { ["\($0)/#"] }, adapter: LIFXAdapter(settings: lanOnly)) { b in
+            try await b.waitLIFX("desk") { $0["via"] == "lan" }
+            var transactions: [String] = []
+            for round in 0..<8 {
+                let replaced = Task { await b.bridge.engine.replaceAdapters(start: [LIFXAdapter(settings: lanOnly)], remove: []) }
+                for i in 0..<3 {
+                    let t = "r\(round)d\(i)"
+                    b.probe.publish("\(b.base)/lifx/desk/set", #"{"brightness":\#(10 + i),"transaction":"\#(t)"}"#)
+                    transactions.append(t)
+                }
+                await replaced.value
+            }
+            for t in transactions {
+                try await b.probe.waitFor("result \(t)", timeout: 60) { ms in ms.contains { $0.topic.hasSuffix("/result") && $0.payload.contains(#""transaction":"\#(t)""#) } }
+            }
+            let refused = b.probe.messages.filter { $0.topic.hasSuffix("/result") && !$0.payload.contains(#""status":"ok""#) }.map(\.payload)
+            #expect(refused.isEmpty, "\(refused)")
         }
     }
 

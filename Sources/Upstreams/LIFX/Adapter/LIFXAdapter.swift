@@ -67,9 +67,10 @@ public actor LIFXAdapter: Adapter {
     /// The transports of the current run.
     var cloud: LIFXCloud?
     var lan: LIFXLAN?
-    /// Signalled once `run` has made its transports. A command that comes before they are made and the
-    /// cloud's client is open (a reload's new instance is routed commands at once, its devices carried
-    /// over) waits for them, at most `startWait` seconds, instead of being refused as "not connected".
+    /// Signalled once `run` has made its transports. A command that comes before they are made, the LAN's
+    /// socket and the cloud's client open (a reload's new instance is routed commands at once, its devices
+    /// carried over) waits for them, at most `startWait` seconds, instead of being refused as "not
+    /// connected" or "not reachable on the LAN".
     let made = Latch()
     static let startWait = 10.0
     /// The LAN's devices when it last stopped, for a reload's new instance.
@@ -143,9 +144,11 @@ public actor LIFXAdapter: Adapter {
         return PendingCommand { try await Self.all(waits) }
     }
 
-    /// Returns once `run` has made the transports and the cloud's client (if any) is open.
+    /// Returns once `run` has made the transports, the LAN's socket and the cloud's client (those there are)
+    /// open.
     func transportsStarted() async {
         await made.wait()
+        await lan?.opened.wait()
         await cloud?.opened.wait()
     }
 
@@ -199,7 +202,7 @@ public actor LIFXAdapter: Adapter {
     /// Returns what the command waits for. Everything is checked before anything changes: a refused command
     /// leaves the state as it was and sends nothing.
     func plan(_ command: DeviceCommand) async throws -> [@Sendable () async throws -> Void] {
-        if !made.isSignalled || cloud?.opened.isSignalled == false {
+        if !made.isSignalled || cloud?.opened.isSignalled == false || lan?.opened.isSignalled == false {
             await firstResult(of: { await self.transportsStarted() }, within: Self.startWait, clock: clock, otherwise: ())
         }
         if command.deviceID.hasPrefix("scene_") { return [try await activate(command)] }

@@ -36,6 +36,8 @@ actor LIFXLAN {
     let report: @Sendable (Event) async -> Void
     /// The socket of the current run (opened and closed by `run`).
     var socket: LIFXLANSocket?
+    /// Signalled once the socket is open: a command's LAN part before it would find no socket.
+    let opened = Latch()
     var requests = LIFXLANRequests()
     var devices: [String: LIFXLANDevice] = [:]
     /// Identified devices heard since the last `heard` event.
@@ -69,6 +71,7 @@ actor LIFXLAN {
     func run() async throws {
         try await LIFXLANSocket.with(localPort: UInt16(settings.localPort)) { socket in
             self.socket = socket
+            opened.signal()
             defer {
                 self.socket = nil
                 stopAll()
