@@ -107,6 +107,10 @@ public actor BridgeEngine {
         /// Set once the adapter is told to stop: what it reports from then on (a cancelled request's error
         /// among it) changes nothing.
         var stopping = false
+        /// A reload's new instance, until it settles (its first listing or a status saying none is coming, at
+        /// most `settleTimeout`): commands and refreshes for the devices it carries over wait in `waiting`
+        /// too, instead of reaching an instance that does not know them yet.
+        var awaitingListing = false
         var waiting: [QueuedWork] = []
         var waitingBytes = 0
         var adapter: any Adapter { hosted.adapter }
@@ -374,6 +378,7 @@ public actor BridgeEngine {
             entry.heldBytes = old.heldBytes
         }
         (entry.requests, entry.errors) = old.map { ($0.requests, $0.errors) } ?? retiredTotals.removeValue(forKey: id) ?? (0, 0)
+        entry.awaitingListing = old != nil
         entries[id] = entry
         // Devices the old instance listed but whose announcement was still waiting for their first states:
         // announced now, whether or not the new instance ever lists or reports.
@@ -390,6 +395,13 @@ public actor BridgeEngine {
     func settle(_ adapterID: String, _ generation: UInt64) {
         guard let entry = current(adapterID, generation), !entry.settled else { return }
         entry.settled = true
+        if entry.awaitingListing {
+            entry.awaitingListing = false
+            let waiting = entry.waiting
+            entry.waiting = []
+            entry.waitingBytes = 0
+            for q in waiting { enqueue(entry, q.work) }
+        }
         let held = entry.held
         entry.held = []
         entry.heldBytes = 0
@@ -518,7 +530,9 @@ public actor BridgeEngine {
     func enqueue(_ entry: AdapterEntry, _ work: AdapterWork) {
         let adapter = entry.adapter.id
         let size = work.size
-        if entry.replacing {
+        let waitsForListing: Bool
+        if case .mirror = work { waitsForListing = false } else { waitsForListing = entry.awaitingListing }
+        if entry.replacing || waitsForListing {
             guard entry.waiting.count < settings.heldLimit, entry.waitingBytes + size <= settings.heldBytesLimit else {
                 Bounds.hit("held_commands")
                 refuse(work, "adapter '\(adapter)' is restarting and holds no more commands; dropped")

@@ -28,6 +28,27 @@ actor GatedAdapter: Adapter {
     func refresh(deviceID: String, context: AdapterContext) async throws {}
 }
 
+/// An adapter that lists its lamp only a moment after it starts, and refuses commands for devices it has
+/// not listed (as the virtual adapter does).
+actor LateListingAdapter: Adapter {
+    nonisolated let id = "test"
+    var listed = false
+    var performed = 0
+    func run(context: AdapterContext) async throws {
+        try await Task.sleep(for: .milliseconds(300))
+        await context.setDevices([ScriptedAdapter.lamp()], authoritative: false)
+        listed = true
+        await context.update("lamp-1", ["state": "OFF", "brightness": 50])
+        while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+    }
+    func perform(_ command: DeviceCommand, context: AdapterContext) async throws {
+        guard listed else { throw AdapterError("device '\(command.deviceID)' is not known") }
+        performed += 1
+        await context.update(command.deviceID, command.fields)
+    }
+    func refresh(deviceID: String, context: AdapterContext) async throws {}
+}
+
 /// An adapter whose one request, `echo`, answers with the body it was given.
 actor EchoAdapter: Adapter {
     nonisolated let id = "test"
@@ -63,6 +84,27 @@ actor EchoAdapter: Adapter {
             out[tr, default: []].append(j)
         }
         return out
+    }
+
+    /// A reload's new instance knows its devices only once it has listed them; the engine carries them over
+    /// at once, so commands for them wait until it has (the soak found a virtual light's command refused as
+    /// "not known" right after a reload).
+    @Test func commandsForCarriedDevicesWaitForTheNewInstancesListing() async throws {
+        let t = InMemoryTransport()
+        let e = engine(t)
+        let new = LateListingAdapter()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await e.run(adapters: [ScriptedAdapter(devices: [ScriptedAdapter.lamp()])]) }
+            defer { t.finish() }
+            try await waitUntil("listed") { await e.deviceNames("test") == ["lamp-1": "lamp"] }
+            await e.replaceAdapters(start: [new], remove: [])
+            for n in 1...3 { command(t, n) }
+            try await waitUntil("every result") { results(t).count == 3 }
+            for (tr, got) in results(t) {
+                #expect(got.count == 1 && got.first?["status"] == "ok", "\(tr): \(got)")
+            }
+            #expect(await new.performed == 3)
+        }
     }
 
     /// Request paths are matched without case, the adapter's part included: its request gets the body
