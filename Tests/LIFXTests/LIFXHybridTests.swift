@@ -101,6 +101,27 @@ import Testing
         }
     }
 
+    /// Reloads the adapter `rounds` times, sending `commands` (light names, one command each) while each
+    /// reload runs; waits for every result and returns those that were not ok.
+    static func commandsAcrossReloads(_ b: BridgeUnderTest, settings: LIFXSettings, rounds: Int, lights: [String]) async throws
+        -> (transactions: [String], refused: [String]) {
+        var transactions: [String] = []
+        for round in 0..<rounds {
+            let replaced = Task { await b.bridge.engine.replaceAdapters(start: [LIFXAdapter(settings: settings)], remove: []) }
+            for (i, light) in lights.enumerated() {
+                let t = "r\(round)\(light)\(i)"
+                b.probe.publish("\(b.base)/lifx/\(light)/set", #"{"brightness":\#(10 + i),"transaction":"\#(t)"}"#)
+                transactions.append(t)
+            }
+            await replaced.value
+        }
+        for t in transactions {
+            try await b.probe.waitFor("result \(t)", timeout: 60) { ms in ms.contains { $0.topic.hasSuffix("/result") && $0.payload.contains(#""transaction":"\#(t)""#) } }
+        }
+        let refused = b.probe.messages.filter { $0.topic.hasSuffix("/result") && !$0.payload.contains(#""status":"ok""#) }.map(\.payload)
+        return (transactions, refused)
+    }
+
     /// A reload's new instance is routed commands at once (its lights carried over), before its run has
     /// opened the cloud's client and the LAN's socket: they wait for them and are carried out, never refused
     /// as "not connected" or "not reachable on the LAN" (the soak found both, one command in tens of reloads).
@@ -115,26 +136,10 @@ import Testing
         let settings = Self.settings(cloud: cloud, lanPort: lan.port, poll: 3600, lanPoll: 3600, offlineAfter: 90)
         try await withTeardown {
             try await BridgeUnderTest.with(subscribe: { ["\($0)/#"] }, adapter: LIFXAdapter(settings: settings)) { b in
-                let lifx = "\(b.base)/lifx"
                 try await b.waitLIFX("kitchen") { $0["via"] == "cloud" }
                 try await b.waitLIFX("desk") { $0["via"] == "lan" }
-                var transactions: [String] = []
-                for round in 0..<5 {
-                    let replaced = Task { await b.bridge.engine.replaceAdapters(start: [LIFXAdapter(settings: settings)], remove: []) }
-                    for i in 0..<4 {
-                        for light in ["kitchen", "desk"] {
-                            let t = "r\(round)\(light)\(i)"
-                            b.probe.publish("\(lifx)/\(light)/set", #"{"brightness":\#(10 + i),"transaction":"\#(t)"}"#)
-                            transactions.append(t)
-                        }
-                    }
-                    await replaced.value
-                }
-                for t in transactions {
-                    try await b.probe.waitFor("result \(t)", timeout: 60) { ms in ms.contains { $0.topic.hasSuffix("/result") && $0.payload.contains(#""transaction":"\#(t)""#) } }
-                }
-                let results = b.probe.messages.filter { $0.topic.hasSuffix("/result") }
-                let refused = results.filter { !$0.payload.contains(#""status":"ok""#) }.map(\.payload)
+                let (transactions, refused) = try await Self.commandsAcrossReloads(b, settings: settings, rounds: 5,
+                                                                                  lights: ["kitchen", "desk", "kitchen", "desk", "kitchen", "desk", "kitchen", "desk"])
                 #expect(refused.isEmpty, "\(refused)")
                 try Self.judge(b, transactions: transactions)
             }
@@ -157,20 +162,7 @@ import Testing
         let lanOnly = settings
         try await BridgeUnderTest.with(subscribe: { ["\($0)/#"] }, adapter: LIFXAdapter(settings: lanOnly)) { b in
             try await b.waitLIFX("desk") { $0["via"] == "lan" }
-            var transactions: [String] = []
-            for round in 0..<8 {
-                let replaced = Task { await b.bridge.engine.replaceAdapters(start: [LIFXAdapter(settings: lanOnly)], remove: []) }
-                for i in 0..<3 {
-                    let t = "r\(round)d\(i)"
-                    b.probe.publish("\(b.base)/lifx/desk/set", #"{"brightness":\#(10 + i),"transaction":"\#(t)"}"#)
-                    transactions.append(t)
-                }
-                await replaced.value
-            }
-            for t in transactions {
-                try await b.probe.waitFor("result \(t)", timeout: 60) { ms in ms.contains { $0.topic.hasSuffix("/result") && $0.payload.contains(#""transaction":"\#(t)""#) } }
-            }
-            let refused = b.probe.messages.filter { $0.topic.hasSuffix("/result") && !$0.payload.contains(#""status":"ok""#) }.map(\.payload)
+            let (_, refused) = try await Self.commandsAcrossReloads(b, settings: lanOnly, rounds: 8, lights: ["desk", "desk", "desk"])
             #expect(refused.isEmpty, "\(refused)")
         }
     }
