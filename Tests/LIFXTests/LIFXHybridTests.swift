@@ -39,6 +39,15 @@ import Testing
         return s
     }
 
+    /// A LAN-only light in the cloud's Kitchen group and home location (the ids real LIFX shares).
+    static func kitchenDesk() -> LIFXLANSimulator.Device {
+        var desk = LIFXLANSimulator.Device(serial: "d073d5100001", label: "Desk", product: 27)
+        desk.group = "Kitchen"
+        desk.groupID = kitchenGroup
+        desk.locationID = LIFXCloudSimulator.demoHome.id
+        return desk
+    }
+
     /// What a subscriber to `<base>/#` saw, judged: no removal, each device added once under one name, no
     /// name clash, one result per transaction.
     static func judge(_ b: BridgeUnderTest, transactions: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
@@ -65,11 +74,7 @@ import Testing
     /// kept for a command that stopped waiting (the first part failed) would show here.
     @Test func failedCommandsLeaveNoOutcomeBehind() async throws {
         let cloud = try await LIFXCloudSimulator.start(token: Self.token, lights: LIFXCloudSimulator.demoLights())
-        var desk = LIFXLANSimulator.Device(serial: "d073d5100001", label: "Desk", product: 27)
-        desk.group = "Kitchen"
-        desk.groupID = Self.kitchenGroup
-        desk.locationID = LIFXCloudSimulator.demoHome.id
-        let lan = try LIFXLANSimulator.start(devices: [desk])
+        let lan = try LIFXLANSimulator.start(devices: [Self.kitchenDesk()])
         defer { lan.stop() }
         let adapter = LIFXAdapter(settings: Self.settings(cloud: cloud, lanPort: lan.port, poll: 3600, lanPoll: 3600, offlineAfter: 90))
         try await withTeardown {
@@ -127,11 +132,7 @@ import Testing
     /// as "not connected" or "not reachable on the LAN" (the soak found both, one command in tens of reloads).
     @Test func commandsRightAfterAReloadWaitForTheTransports() async throws {
         let cloud = try await LIFXCloudSimulator.start(token: Self.token, lights: LIFXCloudSimulator.demoLights())
-        var desk = LIFXLANSimulator.Device(serial: "d073d5100001", label: "Desk", product: 27)
-        desk.group = "Kitchen"
-        desk.groupID = Self.kitchenGroup
-        desk.locationID = LIFXCloudSimulator.demoHome.id
-        let lan = try LIFXLANSimulator.start(devices: [desk])
+        let lan = try LIFXLANSimulator.start(devices: [Self.kitchenDesk()])
         defer { lan.stop() }
         let settings = Self.settings(cloud: cloud, lanPort: lan.port, poll: 3600, lanPoll: 3600, offlineAfter: 90)
         try await withTeardown {
