@@ -12,13 +12,15 @@ let haToken = "eyJhbGciOiJIUzI1NiJ9.test.\(UUID().uuidString)"
 final class HAHarness: Sendable {
     let sim: HomeAssistantSimulator
     let under: BridgeUnderTest
+    let mirror: HAMirror
     var broker: Broker { under.broker }
     var probe: MQTTProbe { under.probe }
     var base: String { under.base }
 
-    private init(sim: HomeAssistantSimulator, under: BridgeUnderTest) {
+    private init(sim: HomeAssistantSimulator, under: BridgeUnderTest, mirror: HAMirror) {
         self.sim = sim
         self.under = under
+        self.mirror = mirror
     }
 
     static func entities(base: String) -> [HomeAssistantSimulator.Entity] {
@@ -53,9 +55,9 @@ final class HAHarness: Sendable {
             tune(&settings)
             var options = InProcessBridge.Options()
             options.info = ["config": c.redactedJSON]
-            return try await BridgeUnderTest.with(base: base, subscribe: { ["\($0)/#"] }, adapter: HAMirror(settings: settings, clock: clock),
-                                                  options: options) { under in
-                try await body(HAHarness(sim: sim, under: under))
+            let mirror = HAMirror(settings: settings, clock: clock)
+            return try await BridgeUnderTest.with(base: base, subscribe: { ["\($0)/#"] }, adapter: mirror, options: options) { under in
+                try await body(HAHarness(sim: sim, under: under, mirror: mirror))
             }
         } teardown: {
             await sim.stop()
@@ -249,6 +251,42 @@ final class HAHarness: Sendable {
             try await waitUntil("a reconnect after a missed pong") { h.sim.connections >= 2 }
             h.sim.setIgnorePings(false)
             try await h.probe.waitFor("online again") { ms in ms.last { $0.topic == h.t("availability") }?.payload == "online" }
+        }
+    }
+
+    /// Home Assistant closes the connection (as it does when it restarts) while a ping waits for its pong:
+    /// the mirror connects again. The ping's wait used to end only by its timer, which the connection's end
+    /// cancelled: the wait held the connection's tasks, and the adapter never reconnected.
+    @Test func aConnectionThatEndsWhileAPingIsOutIsMadeAgain() async throws {
+        try await HAHarness.with(tune: { $0.pingInterval = 0.2; $0.pingTimeout = 3600 }) { h in
+            try await h.waitTopic("availability", "online")
+            h.sim.setIgnorePings(true)
+            let before = h.sim.pings
+            try await waitUntil("a ping out, unanswered") { h.sim.pings > before }
+            h.sim.dropConnections()
+            h.sim.setIgnorePings(false)
+            // Recorded at once: without the fix the adapter's end hangs too, and a thrown error is only
+            // reported when the test returns.
+            let again = (try? await waitUntil("connected again", timeout: 20) { h.sim.connections >= 2 && h.sim.connected == 1 }) != nil
+            #expect(again, "the mirror did not connect again after the connection ended with a ping out")
+        }
+    }
+
+    /// A command's wait for its answer ends when its task is cancelled, answered or not.
+    @Test func aRequestEndsWhenItsTaskIsCancelled() async throws {
+        try await HAHarness.with(tune: { $0.pingInterval = 3600 }) { h in
+            try await h.waitTopic("availability", "online")
+            h.sim.setIgnorePings(true)
+            let mirror = h.mirror
+            let ended = Latch()
+            let task = Task {
+                _ = try? await mirror.request(["type": "ping"], timeout: 3600, what: "ping")
+                ended.signal()
+            }
+            try await waitUntil("the ping at Home Assistant") { h.sim.pings >= 1 }
+            task.cancel()
+            let done = await firstResult(of: { await ended.wait(); return true }, within: 10, otherwise: false)
+            #expect(done, "the request still waits after its task was cancelled")
         }
     }
 

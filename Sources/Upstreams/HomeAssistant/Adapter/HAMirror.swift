@@ -218,14 +218,24 @@ public actor HAMirror: MirrorAdapter {
     }
 
     func send(_ body: [String: JSONValue], role: Role? = nil) async throws -> Int {
-        guard let writer else { throw AdapterError("not connected to Home Assistant") }
+        let id = try reserveID()
+        if let role { roles[id] = role }
+        try await write(id, body)
+        return id
+    }
+
+    /// The id of the next command; throws when there is no connection to send it on.
+    func reserveID() throws -> Int {
+        guard writer != nil else { throw AdapterError("not connected to Home Assistant") }
         nextID += 1
-        let id = nextID
+        return nextID
+    }
+
+    func write(_ id: Int, _ body: [String: JSONValue]) async throws {
+        guard let writer else { throw AdapterError("not connected to Home Assistant") }
         var o = body
         o["id"] = JSONValue(id)
-        if let role { roles[id] = role }
         try await writer.writeTextMessage(JSONValue.object(o).serialized)
-        return id
     }
 
     func subscribeAll() async throws {
@@ -251,6 +261,8 @@ public actor HAMirror: MirrorAdapter {
             guard authenticated else { continue }
             do {
                 _ = try await request(["type": "ping"], timeout: settings.pingTimeout, what: "ping")
+            } catch is CancellationError {
+                return   // the connection is ending anyway
             } catch {
                 lastError = "no pong from Home Assistant within \(Int(settings.pingTimeout)) s (dead link); reconnecting"
                 try? await outbound.close(.goingAway, reason: nil)
@@ -259,23 +271,39 @@ public actor HAMirror: MirrorAdapter {
         }
     }
 
-    /// Sends a command and waits for its answer, at most `timeout` seconds.
+    /// Sends a command and waits for its answer, at most `timeout` seconds, and no longer than the calling
+    /// task lives. The answer is waited for before the command is written: written first, an answer that
+    /// came back while the write was being awaited found no one waiting and was lost (a pong lost that way
+    /// is a false "dead link"). The timer ends the wait when it is cancelled too: the ping loop is cancelled
+    /// when its connection ends, and a wait that only a cancelled timer could end held the connection's
+    /// task group, and so the adapter, for ever (a Home Assistant restart while a ping was out).
     func request(_ body: [String: JSONValue], timeout: Double, what: String) async throws -> JSONValue {
-        let id = try await send(body)
+        let id = try reserveID()
         let clock = self.clock
-        return try await withThrowingTaskGroup(of: Void.self, returning: JSONValue.self) { timer in
-            timer.addTask {
-                do { try await clock.sleep(seconds: timeout) } catch { return }
-                await self.expire(id, "Home Assistant did not confirm the \(what) within \(Int(timeout)) s")
+        return try await withThrowingTaskGroup(of: Void.self, returning: JSONValue.self) { helpers in
+            helpers.addTask {
+                let timedOut: Bool
+                do {
+                    try await clock.sleep(seconds: timeout)
+                    timedOut = true
+                } catch {
+                    timedOut = false
+                }
+                await self.expire(id, timedOut ? AdapterError("Home Assistant did not confirm the \(what) within \(Int(timeout)) s") : CancellationError())
             }
-            defer { timer.cancelAll() }
-            // Answered by `receive`, expired by the timer, or failed by `disconnected` when the link drops.
+            // Runs on this actor after the wait below is in place.
+            helpers.addTask {
+                do { try await self.write(id, body) } catch { await self.expire(id, error) }
+            }
+            defer { helpers.cancelAll() }
+            // Answered by `receive`, failed by the write, expired by the timer (or its cancellation), or failed
+            // by `disconnected` when the link drops.
             return try await withCheckedThrowingContinuation { (c: CheckedContinuation<JSONValue, any Error>) in waiting[id] = c }
         }
     }
 
-    func expire(_ id: Int, _ message: String) {
-        waiting.removeValue(forKey: id)?.resume(throwing: AdapterError(message))
+    func expire(_ id: Int, _ error: any Error) {
+        waiting.removeValue(forKey: id)?.resume(throwing: error)
     }
 
     func disconnected() async {

@@ -67,6 +67,7 @@ public final class HomeAssistantSimulator: Sendable {
         var calls: [Call] = []
         var connections = 0
         var authAttempts = 0
+        var pings = 0
         var clock = 1_795_344_400.0
         var ctx = 0
     }
@@ -138,6 +139,8 @@ public final class HomeAssistantSimulator: Sendable {
     public var calls: [Call] { state.withLock { $0.calls } }
     public var connections: Int { state.withLock { $0.connections } }
     public var authAttempts: Int { state.withLock { $0.authAttempts } }
+    /// Application-level pings received (answered or not), over every connection.
+    public var pings: Int { state.withLock { $0.pings } }
     public var connected: Int { state.withLock { $0.conns.values.filter(\.authed).count } }
     /// The event types subscribed to by authenticated connections (`nil` for "all events").
     public var eventSubscriptions: [String?] {
@@ -271,6 +274,7 @@ public final class HomeAssistantSimulator: Sendable {
         s.conns[connID]!.lastID = id
         switch cmd["type"]?.stringValue ?? "" {
         case "ping":
+            s.pings += 1
             return s.ignorePings ? [:] : [connID: [["id": SwitchyardCore.JSONValue(id), "type": "pong"]]]
         case "supported_features":
             s.conns[connID]!.coalesce = cmd["features"]?["coalesce_messages"] == 1
