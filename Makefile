@@ -1,8 +1,9 @@
 # Two commands on a fresh Debian 12 machine with Swift: `make run` and `make test`.
 APT_PACKAGES := mosquitto mosquitto-clients libmosquitto-dev libcurl4-openssl-dev libbluetooth-dev libyaml-dev pkg-config
 # What `make test` adds: the Nova end-to-end test boots a QEMU VM with a real kernel Bluetooth stack
-# and BlueZ's btvirt virtual controllers (scripts/blevm).
-TEST_PACKAGES := qemu-system-x86 busybox-static bluez bluez-test-tools python3-venv chromium chromium-driver
+# and BlueZ's btvirt virtual controllers (scripts/blevm); the browser test drives Debian's chromium; gdb prints
+# the stacks of a test run that hangs (scripts/watchdog.sh).
+TEST_PACKAGES := qemu-system-x86 busybox-static bluez bluez-test-tools python3-venv chromium chromium-driver gdb
 # The LIFX LAN tests' peer: lifx-emulator from PyPI, in a venv under .build (never committed).
 LIFX_EMULATOR := .build/lifx-venv/bin/lifx-emulator
 # The console's browser test (Tests/browser): selenium (driving Debian's chromium) and prometheus_client (a
@@ -43,11 +44,15 @@ run: build broker
 
 ## Every test, against real Mosquitto brokers the tests start on free loopback ports.
 ## The Nova VM test runs on its own afterwards: its emulated CPUs would slow the others down.
+## Each run is under scripts/watchdog.sh: output line by line, and a run still going after its limit (a few
+## times what it takes on 2 cores) ends with the tests that never ended and every thread's stack.
+WATCHDOG := scripts/watchdog.sh
 test:
 	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(TEST_PACKAGES)"
 	@$(MAKE) --no-print-directory $(LIFX_EMULATOR) $(WEB_VENV)
-	swift test $(SWIFT_FLAGS) --skip NovaVMTests
-	swift test $(SWIFT_FLAGS) --filter NovaVMTests
+	swift build --build-tests $(SWIFT_FLAGS)
+	$(WATCHDOG) 1200 swift test --skip-build $(SWIFT_FLAGS) --skip NovaVMTests
+	$(WATCHDOG) 900 swift test --skip-build $(SWIFT_FLAGS) --filter NovaVMTests
 
 ## The unit tier: every test that needs no broker, emulator or VM (docs/testing.md "Two tiers"). The suites
 ## that do are listed in Tests/integration-suites.txt; in this tier a test that starts a broker fails.
@@ -132,8 +137,9 @@ fuzz: deps
 sanitize-address:
 	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(TEST_PACKAGES)"
 	@$(MAKE) --no-print-directory $(LIFX_EMULATOR) $(WEB_VENV)
+	swift build --build-tests --sanitize=address --scratch-path .build/asan
 	SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/sanitizers/lsan.supp \
-	  swift test --sanitize=address --scratch-path .build/asan --skip NovaVMTests
+	  $(WATCHDOG) 1800 swift test --skip-build --sanitize=address --scratch-path .build/asan --skip NovaVMTests
 
 ## The same under ThreadSanitizer, which must report nothing (the first report stops the run).
 sanitize-thread:
