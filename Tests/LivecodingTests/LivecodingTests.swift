@@ -1,5 +1,5 @@
 import Foundation
-import LivecodingAdapter
+@testable import LivecodingAdapter
 import SwitchyardConfig
 import SwitchyardCore
 import SwitchyardHTTP
@@ -203,6 +203,11 @@ func mode(_ path: String) -> mode_t {
 
     /// The bridge in-process with the Livecoding adapter read from YAML, running for `body`.
     func withBridge<R: Sendable>(_ s: Setup, pageSize: Int = 2, _ body: (InProcessBridge) async throws -> R) async throws -> R {
+        try await withAdapter(s, pageSize: pageSize) { bridge, _ in try await body(bridge) }
+    }
+
+    /// The same, with the adapter at hand.
+    func withAdapter<R: Sendable>(_ s: Setup, pageSize: Int = 2, _ body: (InProcessBridge, LivecodingAdapter) async throws -> R) async throws -> R {
         let c = try SwitchyardConfig.parse(yaml: """
         livecoding:
           api_url: \(s.sim.apiURL)
@@ -217,8 +222,10 @@ func mode(_ path: String) -> mode_t {
         settings.pageSize = pageSize
         var options = InProcessBridge.Options()
         options.info = ["config": c.redactedJSON]
-        return try await InProcessBridge.with(port: s.broker.port, base: s.base, adapters: [LivecodingAdapter(settings: settings)],
-                                              options: options, body)
+        let adapter = LivecodingAdapter(settings: settings)
+        return try await InProcessBridge.with(port: s.broker.port, base: s.base, adapters: [adapter], options: options) { bridge in
+            try await body(bridge, adapter)
+        }
     }
 
     @discardableResult
@@ -296,6 +303,29 @@ func mode(_ path: String) -> mode_t {
                 try await state(s, "carol", "after a 401") { $0["live"] == false }
                 #expect(s.sim.tokenRequests.count == before + 1 && s.sim.tokenRequests.last == "refresh_token", "\(before) \(s.sim.tokenRequests)")
                 #expect(s.sim.requests.contains { $0.path.hasPrefix("/api/v1") && $0.headers["authorization"] == "Bearer \(stored.accessToken)" })
+            }
+        }
+    }
+
+    /// Three uses at once of a token about to expire (a poll and `get`s meeting): one refresh at a time, each
+    /// with the refresh token the last one left, and every caller gets a token. Refreshed side by side, the
+    /// second refresh sent the refresh token the first had just used up: refused (`invalid_grant`), and the
+    /// adapter said "refresh_failed".
+    @Test func usesAtOnceRefreshTheTokenOneAtATime() async throws {
+        try await withSetup { s in
+            s.sim.setExpiresIn(30)   // under the one-minute margin: every use refreshes first
+            _ = try await authorise(s.sim, store: s.store)
+            try await withAdapter(s) { _, adapter in
+                try await state(s, "carol", "the first poll's last channel") { _ in true }   // no request in flight
+                async let a = adapter.accessToken()
+                async let b = adapter.accessToken()
+                async let c = adapter.accessToken()
+                let tokens = await [a, b, c]
+                #expect(tokens.allSatisfy { $0 != nil }, "\(tokens)")
+                let auth = s.probe.messages.filter { $0.topic == "\(s.base)/livecoding/auth" }.map(\.payload)
+                #expect(!auth.contains { $0.contains("refresh_failed") }, "\(auth)")
+                let stored = try #require(try TokenStore(path: s.store).load())
+                #expect(s.sim.liveRefreshTokens == [stored.refreshToken!])
             }
         }
     }

@@ -29,6 +29,8 @@ public actor LivecodingAdapter: Adapter {
     var auth = ""
     var liveSince: [String: String] = [:]
     var scopeLogged = false
+    /// Non-nil while a refresh is on its way: the callers waiting for it.
+    var refreshWaiters: [CheckedContinuation<Void, Never>]?
 
     public init(settings: LivecodingSettings) {
         self.settings = settings
@@ -87,17 +89,32 @@ public actor LivecodingAdapter: Adapter {
 
     // MARK: tokens
 
-    /// A usable access token, refreshed when it expires within a minute (or when `force`).
-    func accessToken(force: Bool = false) async -> String? {
+    /// A usable access token, refreshed when it expires within a minute, or when `rejected` (the token a
+    /// request was just refused with, 401) is still the current one. One refresh at a time: the refresh
+    /// token rotates, so a second refresh with the same one is refused (`invalid_grant`) and the adapter
+    /// would say "refresh_failed" with a good token in hand. A caller that comes while a refresh is on its
+    /// way (a poll and a `get` at once) waits for it, then uses its token.
+    func accessToken(rejected: String? = nil) async -> String? {
+        while refreshWaiters != nil {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                if refreshWaiters != nil { refreshWaiters!.append(c) } else { c.resume() }
+            }
+        }
         reloadIfChanged()
         guard var t = tokens else {
             await setAuth("missing")
             return nil
         }
-        if force || t.expiresAt.timeIntervalSinceNow < 60 {
+        if (rejected != nil && rejected == t.accessToken) || t.expiresAt.timeIntervalSinceNow < 60 {
             guard let rt = t.refreshToken else {
                 await setAuth("expired")
                 return nil
+            }
+            refreshWaiters = []
+            defer {
+                let waiters = refreshWaiters ?? []
+                refreshWaiters = nil
+                for w in waiters { w.resume() }
             }
             do throws(AdapterError) {
                 guard let http else { throw AdapterError("the adapter is not running") }
@@ -163,7 +180,7 @@ public actor LivecodingAdapter: Adapter {
             }
             await context?.recordRequest(error: r.status < 500 ? nil : "HTTP \(r.status)")
             if r.status == 401 && attempt == 0 {
-                guard let fresh = await accessToken(force: true) else { throw AdapterError("the Livecoding token was refused and could not be refreshed") }
+                guard let fresh = await accessToken(rejected: token) else { throw AdapterError("the Livecoding token was refused and could not be refreshed") }
                 token = fresh
                 continue
             }
