@@ -12,6 +12,8 @@ trap 'rm -f "$log"' EXIT
 # Its own process group, so that the command and everything it started can be stopped together.
 setsid stdbuf -oL -eL "$@" > >(tee "$log") 2>&1 &
 pid=$!
+# The command is in a session of its own, out of reach of the terminal's Ctrl-C: pass it on.
+trap 'kill -TERM -- "-$pid" 2>/dev/null; exit 130' INT TERM
 for ((t = 0; t < limit; t++)); do
   kill -0 "$pid" 2>/dev/null || break
   sleep 1
