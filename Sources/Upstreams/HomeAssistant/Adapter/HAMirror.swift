@@ -38,6 +38,12 @@ public actor HAMirror: MirrorAdapter {
     var authInvalid = false
     var roles: [Int: Role] = [:]
     var waiting: [Int: CheckedContinuation<JSONValue, any Error>] = [:]
+    /// Requests written and not yet waiting (their write is being awaited), and answers that came for them
+    /// meanwhile: at most one each per request in flight.
+    var expected: Set<Int> = []
+    var early: [Int: JSONValue] = [:]
+    /// Counts the ends of connections: a request whose connection ended while it was written is not waited for.
+    var drops = 0
     var model: HAMirrorModel
     var own: Set<String> = []
     var awaitingSnapshot = false
@@ -177,10 +183,7 @@ public actor HAMirror: MirrorAdapter {
             return false
         case "result":
             guard let id = m["id"]?.intValue else { break }
-            if let w = waiting.removeValue(forKey: id) {
-                w.resume(returning: m)
-                break
-            }
+            if answer(id, m) { break }
             if m["success"] == .bool(false), let role = roles[id] {
                 await context?.log(.warning, "ha: \(role) failed: \(m["error"]?["message"]?.stringValue ?? m.serialized)")
             }
@@ -210,7 +213,7 @@ public actor HAMirror: MirrorAdapter {
             default: break
             }
         case "pong":
-            if let id = m["id"]?.intValue, let w = waiting.removeValue(forKey: id) { w.resume(returning: m) }
+            if let id = m["id"]?.intValue { _ = answer(id, m) }
         default:
             break
         }
@@ -272,16 +275,26 @@ public actor HAMirror: MirrorAdapter {
     }
 
     /// Sends a command and waits for its answer, at most `timeout` seconds, and no longer than the calling
-    /// task lives. The answer is waited for before the command is written: written first, an answer that
-    /// came back while the write was being awaited found no one waiting and was lost (a pong lost that way
-    /// is a false "dead link"). The timer ends the wait when it is cancelled too: the ping loop is cancelled
-    /// when its connection ends, and a wait that only a cancelled timer could end held the connection's
-    /// task group, and so the adapter, for ever (a Home Assistant restart while a ping was out).
+    /// task lives. The command is written at once, so that ids leave in the order they were taken (Home
+    /// Assistant refuses an id lower than the last as `id_reuse`); an answer that comes while the write is
+    /// still being awaited is kept for it (`early`), not lost (a pong lost that way was a false "dead link").
+    /// The timer ends the wait when it is cancelled too: the ping loop is cancelled when its connection ends,
+    /// and a wait that only a cancelled timer could end held the connection's task group, and so the
+    /// adapter, for ever (a Home Assistant restart while a ping was out).
     func request(_ body: [String: JSONValue], timeout: Double, what: String) async throws -> JSONValue {
         let id = try reserveID()
+        let drop = drops
+        expected.insert(id)
+        defer {
+            expected.remove(id)
+            early[id] = nil
+        }
+        try await write(id, body)
+        if let m = early.removeValue(forKey: id) { return m }
+        guard drops == drop else { throw Self.dropped }
         let clock = self.clock
-        return try await withThrowingTaskGroup(of: Void.self, returning: JSONValue.self) { helpers in
-            helpers.addTask {
+        return try await withThrowingTaskGroup(of: Void.self, returning: JSONValue.self) { timer in
+            timer.addTask {
                 let timedOut: Bool
                 do {
                     try await clock.sleep(seconds: timeout)
@@ -291,16 +304,27 @@ public actor HAMirror: MirrorAdapter {
                 }
                 await self.expire(id, timedOut ? AdapterError("Home Assistant did not confirm the \(what) within \(Int(timeout)) s") : CancellationError())
             }
-            // Runs on this actor after the wait below is in place.
-            helpers.addTask {
-                do { try await self.write(id, body) } catch { await self.expire(id, error) }
-            }
-            defer { helpers.cancelAll() }
-            // Answered by `receive`, failed by the write, expired by the timer (or its cancellation), or failed
-            // by `disconnected` when the link drops.
+            defer { timer.cancelAll() }
+            // Answered by `receive`, expired by the timer (or its cancellation), or failed by `disconnected`
+            // when the link drops. The timer calls in only after this wait is in place (same actor job).
             return try await withCheckedThrowingContinuation { (c: CheckedContinuation<JSONValue, any Error>) in waiting[id] = c }
         }
     }
+
+    /// Hands an answer to its request: the one waiting, or the one still writing (kept for it). False when no
+    /// request is expecting it.
+    func answer(_ id: Int, _ m: JSONValue) -> Bool {
+        if let w = waiting.removeValue(forKey: id) {
+            w.resume(returning: m)
+            return true
+        }
+        guard expected.contains(id) else { return false }
+        early[id] = m
+        return true
+    }
+
+    static let dropped = AdapterError("the connection to Home Assistant dropped before it confirmed the call; "
+        + "not sent again (it may or may not have run)")
 
     func expire(_ id: Int, _ error: any Error) {
         waiting.removeValue(forKey: id)?.resume(throwing: error)
@@ -310,10 +334,8 @@ public actor HAMirror: MirrorAdapter {
         writer = nil
         let wasUp = authenticated
         authenticated = false
-        for (_, w) in waiting {
-            w.resume(throwing: AdapterError("the connection to Home Assistant dropped before it confirmed the call; "
-                + "not sent again (it may or may not have run)"))
-        }
+        drops += 1
+        for (_, w) in waiting { w.resume(throwing: Self.dropped) }
         waiting.removeAll()
         roles.removeAll()
         await context?.setMirrorAvailable(false)
