@@ -8,19 +8,34 @@ set -u
 limit=$1
 shift
 log=$(mktemp /tmp/watchdog.XXXXXX)
-trap 'rm -f "$log"' EXIT
-# Its own process group, so that the command and everything it started can be stopped together.
-setsid stdbuf -oL -eL "$@" > >(tee "$log") 2>&1 &
+pid=
+# Everything the command starts is in the session it runs in (swift test gives the test binary a process
+# group of its own, but not a session). The terminal's Ctrl-C does not reach that session: passed on.
+stop_all() {
+  pkill "-$1" -s "$pid" 2>/dev/null
+  for _ in 1 2 3 4 5; do pgrep -s "$pid" > /dev/null || return; sleep 1; done
+  pkill -KILL -s "$pid" 2>/dev/null
+}
+on_signal() {
+  [ -n "$pid" ] && stop_all INT
+  rm -f "$log"
+  exit "$1"
+}
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
+# The command and its tee in a session of their own; tee ignores the INT passed on, so that it writes
+# what the command prints on its way out. The status is the command's (pipefail).
+setsid bash -c 'set -o pipefail; stdbuf -oL -eL "${@:2}" 2>&1 | tee -i "$1"' watchdog "$log" "$@" &
 pid=$!
-# The command is in a session of its own, out of reach of the terminal's Ctrl-C: pass it on.
-trap 'kill -TERM -- "-$pid" 2>/dev/null; exit 130' INT TERM
 for ((t = 0; t < limit; t++)); do
   kill -0 "$pid" 2>/dev/null || break
   sleep 1
 done
 if ! kill -0 "$pid" 2>/dev/null; then
   wait "$pid"
-  exit $?
+  rc=$?
+  rm -f "$log"
+  exit $rc
 fi
 echo "watchdog: '$*' still running after $limit s"
 echo "watchdog: tests started and not ended:"
@@ -38,13 +53,12 @@ for name in started:
     if name not in ended:
         print("  " + name)
 EOF
-for p in $(pgrep -g "$pid" -f '\.xctest'); do
-  echo "watchdog: stacks of $p ($(tr '\0' ' ' < /proc/$p/cmdline | cut -c1-200))"
+for p in $(pgrep -s "$pid" -f '\.xctest'); do
+  echo "watchdog: stacks of $p ($(tr '\0' ' ' < "/proc/$p/cmdline" | cut -c1-200))"
   gdb -p "$p" -batch -ex 'thread apply all bt 30' 2>/dev/null | grep -v '^\[New \|^During symbol\|^warning:'
 done
 echo "watchdog: processes:"
-ps -o pid,ppid,stat,etime,args -g "$pid" | cut -c1-200
-kill -TERM -- "-$pid" 2>/dev/null
-sleep 5
-kill -KILL -- "-$pid" 2>/dev/null
+ps -o pid,ppid,pgid,stat,etime,args -s "$pid" | cut -c1-200
+stop_all TERM
+rm -f "$log"
 exit 124
