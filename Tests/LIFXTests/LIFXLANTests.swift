@@ -281,9 +281,13 @@ struct LIFXLANTests {
                 #expect(d["color"]?["brightness"] == JSONValue(65535))
                 #expect(d["power_level"] == 65535)
                 let sets = try await e.received()[102, default: 0] - before[102, default: 0]
-                let okRounds = results.filter { $0["status"] == "ok" }.count
                 #expect(sets <= 5 * n, "\(sets) SetColor datagrams for \(n) commands")
-                #expect(okRounds >= n - 5)
+                // Commands that arrive while a round is on the wire go out together in the next one, and a round
+                // that fails (five attempts lost) fails them all: the failed rounds are the runs of consecutive
+                // failed transactions. On a slow machine (AddressSanitizer) a round holds ten commands and more.
+                let failed = results.filter { $0["status"] != "ok" }.compactMap { $0["transaction"]?.intValue }.sorted()
+                let failedRounds = zip(failed, [Int.min] + failed).filter { $0.0 != $0.1 + 1 }.count
+                #expect(failedRounds <= 5, "failed transactions: \(failed)")
             }
         }
     }
