@@ -158,6 +158,7 @@ let package = Package(
             "LIFXSimulators", "HomeAssistantSimulators", "SwitchyardSoak", "SwitchyardWebTesting",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ], swiftSettings: strict),
 
         // Fuzz targets for every parser of outside bytes, and the libFuzzer / replay program (`make fuzz`).

@@ -9,6 +9,7 @@ import SwitchyardCore
 import SwitchyardMQTT
 import SwitchyardSoak
 import SwitchyardTestSupport
+import UnixSignals
 
 /// Devices whose state the benchmark drives directly through the core.
 actor BenchAdapter: Adapter {
@@ -71,8 +72,24 @@ struct SwitchyardBench: AsyncParsableCommand {
 
     /// `soak`: the demo's home under commands and a schedule of faults for `minutes`, invariants checked
     /// all along; exits non-zero on any breach.
+    /// Stopped by SIGTERM or Ctrl-C, the run is cancelled, and its bridge process and broker are stopped on
+    /// the way out (they were left running).
     func soak() async throws {
-        let report = try await SoakRun.run(.long(minutes: minutes).with(say: { line in print(line) }))
+        let options = SoakOptions.long(minutes: minutes).with(say: { line in print(line) })
+        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        let finished = try await withThrowingTaskGroup(of: SoakReport?.self) { g in
+            g.addTask { try await SoakRun.run(options) }
+            g.addTask {
+                for await signal in signals {
+                    print("soak: \(signal), stopping")
+                    break
+                }
+                return nil
+            }
+            defer { g.cancelAll() }
+            return try await g.next() ?? nil
+        }
+        guard let report = finished else { throw ExitCode(130) }
         print("")
         for f in report.figures { print(f.line) }
         print(report.breaches.isEmpty ? "soak: no breach" : "soak: \(report.breaches.count) breaches:")
