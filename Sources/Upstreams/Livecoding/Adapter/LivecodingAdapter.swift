@@ -29,8 +29,8 @@ public actor LivecodingAdapter: Adapter {
     var auth = ""
     var liveSince: [String: String] = [:]
     var scopeLogged = false
-    /// Non-nil while a refresh is on its way: the callers waiting for it.
-    var refreshWaiters: [CheckedContinuation<Void, Never>]?
+    /// One token check (and refresh) at a time.
+    let tokenGate = SerialGate()
 
     public init(settings: LivecodingSettings) {
         self.settings = settings
@@ -95,11 +95,11 @@ public actor LivecodingAdapter: Adapter {
     /// would say "refresh_failed" with a good token in hand. A caller that comes while a refresh is on its
     /// way (a poll and a `get` at once) waits for it, then uses its token.
     func accessToken(rejected: String? = nil) async -> String? {
-        while refreshWaiters != nil {
-            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                if refreshWaiters != nil { refreshWaiters!.append(c) } else { c.resume() }
-            }
-        }
+        (try? await tokenGate.run { await self.checkedToken(rejected: rejected) }) ?? nil
+    }
+
+    /// `accessToken`'s work, run by one caller at a time.
+    func checkedToken(rejected: String?) async -> String? {
         reloadIfChanged()
         guard var t = tokens else {
             await setAuth("missing")
@@ -109,12 +109,6 @@ public actor LivecodingAdapter: Adapter {
             guard let rt = t.refreshToken else {
                 await setAuth("expired")
                 return nil
-            }
-            refreshWaiters = []
-            defer {
-                let waiters = refreshWaiters ?? []
-                refreshWaiters = nil
-                for w in waiters { w.resume() }
             }
             do throws(AdapterError) {
                 guard let http else { throw AdapterError("the adapter is not running") }
