@@ -71,9 +71,8 @@ struct SwitchyardBench: AsyncParsableCommand {
     @Option(help: "Start-ups (and raw publishing runs) per size in the scale scenario; their medians make the ratio.") var scaleRepeats = 3
 
     /// `soak`: the demo's home under commands and a schedule of faults for `minutes`, invariants checked
-    /// all along; exits non-zero on any breach.
-    /// Stopped by SIGTERM or Ctrl-C, the run is cancelled, and its bridge process and broker are stopped on
-    /// the way out (they were left running).
+    /// all along; exits non-zero on any breach. Stopped by SIGTERM or Ctrl-C, the run is cancelled: its
+    /// bridge process and broker are stopped on the way out, and the bench exits 130.
     func soak() async throws {
         let options = SoakOptions.long(minutes: minutes).with(say: { line in print(line) })
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
