@@ -36,8 +36,10 @@ actor LateListingAdapter: Adapter {
     var performed = 0
     func run(context: AdapterContext) async throws {
         try await Task.sleep(for: .milliseconds(300))
-        await context.setDevices([ScriptedAdapter.lamp()], authoritative: false)
+        // Known before they are listed, as a real adapter knows them: the listing routes the held commands,
+        // and they may reach `perform` while this call is still suspended in `setDevices`.
         listed = true
+        await context.setDevices([ScriptedAdapter.lamp()], authoritative: false)
         await context.update("lamp-1", ["state": "OFF", "brightness": 50])
         while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
     }
