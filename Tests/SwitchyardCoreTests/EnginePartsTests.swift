@@ -204,6 +204,20 @@ struct Directory: InboundDirectory {
         #expect(w.see(topic: "b/y", payload: [], retain: true) == nil)
     }
 
+    /// The soak's ledger: one result per transaction; the same result again only while a broker restart can
+    /// have sent it again (QoS 1), never a different one, never outside a restart.
+    @Test func theLedgerTakesARedeliveryOnlyAroundABrokerRestart() {
+        var l = TransactionLedger()
+        let ok = Array(#"{"status":"ok","transaction":"a"}"#.utf8)
+        let error = Array(#"{"status":"error","error":"x","transaction":"a"}"#.utf8)
+        l.sent("a", topic: "b/x/set", at: 0)
+        #expect(l.result(ok) == nil)
+        #expect(l.result(ok) != nil)                                // again, no restart: a breach
+        #expect(l.result(ok, redeliveryPossible: true) == nil)      // again, around a restart: counted
+        #expect(l.result(error, redeliveryPossible: true) != nil)   // a different answer: a breach
+        #expect(l.answered == 1 && l.redelivered == 1)
+    }
+
     @Test func aRenameClearsTheOldTopicsAndKeepsTheDiscoveryID() throws {
         var r = registry()
         var out: [RegistryOutput] = []

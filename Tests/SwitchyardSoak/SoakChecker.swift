@@ -49,7 +49,7 @@ actor SoakChecker {
         guard m.topic.hasPrefix(base + "/") else { return }
         let rel = String(m.topic.dropFirst(base.count + 1))
         if rel.hasSuffix("/result") {
-            if let b = ledger.result(payload) { breach(b) }
+            if let b = ledger.result(payload, redeliveryPossible: inBrokerWindow(now)) { breach(b) }
             if m.payload.contains(#""status":"error""#) { counts.resultsError += 1 }
         } else if rel.hasSuffix("/availability") {
             availability[String(rel.dropLast("/availability".count))] = m.payload
@@ -138,6 +138,11 @@ actor SoakChecker {
 
     var openCommands: Int { ledger.open.count }
 
+    /// Whether `t` is inside a broker restart's window (the restart and its grace after).
+    func inBrokerWindow(_ t: Double) -> Bool {
+        (windows["broker"] ?? []).contains { t >= $0.from && t <= ($0.until ?? .infinity) }
+    }
+
     /// Unanswered commands: a breach, unless sent around a broker restart (a subscriber offline misses
     /// what is published meanwhile; counted apart).
     func checkOverdue(olderThan: Double) {
@@ -192,6 +197,7 @@ actor SoakChecker {
             .init(name: "commands answered (exactly once each)", value: Double(ledger.answered), unit: ""),
             .init(name: "  of which ok", value: Double(ledger.ok), unit: ""),
             .init(name: "commands sent around a broker restart, result not seen", value: Double(counts.lostWithBroker), unit: ""),
+            .init(name: "results delivered again after a broker restart (QoS 1)", value: Double(ledger.redelivered), unit: ""),
             .init(name: "errors on bridge/log provoked by the schedule", value: Double(counts.errorsProvoked), unit: ""),
             .init(name: "devices removed (all by a reload that dropped them)", value: Double(counts.removals), unit: ""),
             .init(name: "LIFX outcomes not taken, highest in bridge/health", value: Double(outcomes.highest), unit: ""),

@@ -56,6 +56,10 @@ public struct DiscoveryReadWatch: Sendable {
 }
 
 /// Every command sent with a transaction gets exactly one result, and "not running" is never the answer.
+/// One repeat is not the bridge's: results go out at QoS 1, and one the broker passed on but did not
+/// acknowledge before it stopped is sent again after the reconnect (docs/topics.md "Outbox"). A second
+/// result identical to the first, while a broker restart makes that possible, is counted (`redelivered`);
+/// any other second result is a breach.
 public struct TransactionLedger: Sendable {
     public struct Sent: Sendable {
         public var topic: String
@@ -65,18 +69,26 @@ public struct TransactionLedger: Sendable {
     public private(set) var open: [String: Sent] = [:]
     public private(set) var answered = 0
     public private(set) var ok = 0
-    var done: Set<String> = []
+    public private(set) var redelivered = 0
+    /// Answered (or reported overdue) transactions and their first result (empty when overdue).
+    var done: [String: [UInt8]] = [:]
 
     public init() {}
 
     public mutating func sent(_ transaction: String, topic: String, at: Double) { open[transaction] = Sent(topic: topic, at: at) }
 
-    /// A message on a `…/result` topic.
-    public mutating func result(_ payload: [UInt8]) -> String? {
+    /// A message on a `…/result` topic; `redeliveryPossible`: a broker restart is under way or just over.
+    public mutating func result(_ payload: [UInt8], redeliveryPossible: Bool = false) -> String? {
         guard let json = try? JSONValue.parse(payload), case .string(let t)? = json["transaction"] else { return nil }
-        if done.contains(t) { return "transaction \(t) answered twice: \(String(decoding: payload, as: UTF8.self))" }
+        if let first = done[t] {
+            if redeliveryPossible && first == payload {
+                redelivered += 1
+                return nil
+            }
+            return "transaction \(t) answered twice: \(String(decoding: payload, as: UTF8.self))"
+        }
         guard open.removeValue(forKey: t) != nil else { return nil }   // not one of ours
-        done.insert(t)
+        done[t] = payload
         answered += 1
         if case .string("ok")? = json["status"] { ok += 1 }
         if case .string(let e)? = json["error"], e.contains("is not running") { return "transaction \(t) refused: \(e)" }
@@ -87,7 +99,7 @@ public struct TransactionLedger: Sendable {
     /// reported once: they are then forgotten).
     public mutating func overdue(now: Double, olderThan: Double) -> [String] {
         let late = open.filter { now - $0.value.at > olderThan }
-        for k in late.keys { open[k] = nil; done.insert(k) }
+        for k in late.keys { open[k] = nil; done[k] = [] }
         return late.sorted { $0.value.at < $1.value.at }.map { "transaction \($0.key) (\($0.value.topic)) unanswered after \(Int(olderThan)) s" }
     }
 }
