@@ -21,7 +21,7 @@ public struct LogOptions: ParsableArguments {
         guard let level = Logger.Level(rawValue: levelName) else { throw ValidationError("unknown log level '\(levelName)'") }
         let formatName = logFormat ?? config?.log.format ?? "text"
         guard let format = SwitchyardLogHandler.Format(rawValue: formatName) else { throw ValidationError("unknown log format '\(formatName)'") }
-        SwitchyardLogHandler.bootstrap(format: format, level: level)
+        SwitchyardLogHandler.bootstrap(format: format, level: level, fromCommandLine: logLevel != nil)
         return Logger(label: "switchyard")
     }
 }

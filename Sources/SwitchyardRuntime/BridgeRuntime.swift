@@ -111,7 +111,7 @@ public enum BridgeRuntime {
         if new.web != old.web {
             if let console { console.apply(new.web) } else { restart.append("web") }
         }
-        if let level = Logger.Level(rawValue: new.log.level) { SwitchyardLogHandler.setProcessLevel(level) }
+        if let level = Logger.Level(rawValue: new.log.level) { SwitchyardLogHandler.applyConfigLevel(level) }
         await engine.updateHealthInterval(new.healthInterval)
         // Only what starts is built: an unchanged section keeps its running adapter, untouched.
         var start: [any Adapter] = []

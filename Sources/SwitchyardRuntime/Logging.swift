@@ -18,7 +18,16 @@ public struct SwitchyardLogHandler: LogHandler {
     /// The level every handler reads, so that `config/reload` can change it at run time.
     static let processLevel = Locked<Logger.Level>(.info)
 
+    /// Set when the command line gave the level (`--log-level`): it then outranks `log.level` in every
+    /// config, the reloaded ones too.
+    static let levelFromCommandLine = Locked<Bool>(false)
+
     public static func setProcessLevel(_ level: Logger.Level) { processLevel.withLock { $0 = level } }
+
+    /// The level a reloaded config asks for, unless the command line gave one.
+    public static func applyConfigLevel(_ level: Logger.Level) {
+        if !levelFromCommandLine.withLock({ $0 }) { setProcessLevel(level) }
+    }
 
     let label: String
     let format: Format
@@ -62,8 +71,9 @@ public struct SwitchyardLogHandler: LogHandler {
     }
 
     /// Installs the handler once for the whole process.
-    public static func bootstrap(format: Format, level: Logger.Level) {
+    public static func bootstrap(format: Format, level: Logger.Level, fromCommandLine: Bool = false) {
         setProcessLevel(level)
+        levelFromCommandLine.withLock { $0 = fromCommandLine }
         LoggingSystem.bootstrap { label in SwitchyardLogHandler(label: label, format: format) }
     }
 }

@@ -158,8 +158,10 @@ import SwitchyardTestSupport
         let base = uniqueBase()
         let probe = try await MQTTProbe.connect(port: broker.port)
         try await probe.subscribe("\(base)/#")
-        let path = try writeConfig(config(port: broker.port, base: base))
-        let bridge = try BridgeProcess(arguments: ["run", "-c", path])
+        // The file says `info`, the command line `error`: the command line's level holds through reloads.
+        let info = { (devices: String) in config(port: broker.port, base: base, devices: devices).replacingOccurrences(of: "level: warning", with: "level: info") }
+        let path = try writeConfig(info("    - {name: kitchen, type: light}\n"))
+        let bridge = try BridgeProcess(arguments: ["run", "-c", path, "--log-level", "error"])
         try await probe.waitFor(topic: "\(base)/virtual/kitchen/availability", payload: "online")
 
         try "mqtt: [broken\n".write(toFile: path, atomically: true, encoding: .utf8)
@@ -171,8 +173,7 @@ import SwitchyardTestSupport
         probe.publish("\(base)/virtual/kitchen/set", "ON")   // still serving
         try await probe.waitFor("kitchen ON") { $0.contains { $0.topic == "\(base)/virtual/kitchen" && $0.payload.contains(#""state":"ON""#) } }
 
-        try config(port: broker.port, base: base, devices: "    - {name: kitchen, type: light}\n    - {name: porch, type: switch}\n")
-            .write(toFile: path, atomically: true, encoding: .utf8)
+        try info("    - {name: kitchen, type: light}\n    - {name: porch, type: switch}\n").write(toFile: path, atomically: true, encoding: .utf8)
         probe.clear()
         bridge.signal(SIGHUP)
         let ok = try JSONValue.parse(try await probe.waitFor(topic: "\(base)/bridge/response/config/reload").payload)
@@ -180,6 +181,8 @@ import SwitchyardTestSupport
         try await probe.waitFor(topic: "\(base)/virtual/porch/availability", payload: "online")
         bridge.signal(SIGTERM)
         #expect(try await bridge.waitForExit() == 0)
+        let infoLines = bridge.outputText.split(separator: "\n").filter { $0.contains(" info ") }
+        #expect(infoLines.isEmpty, "--log-level error, yet after the reload: \(infoLines.prefix(3))")
     }
 
     @Test func secretsNeverReachBridgeInfoOrTheLog() async throws {
