@@ -43,9 +43,22 @@ struct Demo: AsyncParsableCommand {
         tuning.web = web == "off" ? "{enabled: false}" : "{listen: \"\(web)\"}"
         let yaml = home.yaml(host: host, port: port, base: baseTopic, stateDir: stateDir, tuning: tuning)
         let list = upstreams.map { $0.key == NovaAdapter.id ? NovaUpstream(radio: nova) : $0 }
+        // The config is a file of this run's own (the simulators' ports change each run), so that it can be
+        // edited and reloaded like a real one; it goes when the demo ends.
+        let configPath = "\(stateDir)/demo-\(ProcessInfo.processInfo.processIdentifier).yaml"
+        // Those of demos that were killed before they could remove theirs.
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: stateDir)) ?? [] where name.hasPrefix("demo-") && name.hasSuffix(".yaml") {
+            if let pid = Int32(name.dropFirst(5).dropLast(5)), kill(pid, 0) != 0, errno == ESRCH {
+                try? FileManager.default.removeItem(atPath: "\(stateDir)/\(name)")
+            }
+        }
+        guard FileManager.default.createFile(atPath: configPath, contents: Data(yaml.utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw ValidationError("cannot write the demo's config to \(configPath)")
+        }
+        defer { try? FileManager.default.removeItem(atPath: configPath) }
         let c: SwitchyardConfig
         do {
-            c = try SwitchyardConfig.parse(yaml: yaml, file: "(demo)", upstreams: list)
+            c = try SwitchyardConfig.load(path: configPath, upstreams: list)
         } catch {
             throw ValidationError("the demo's own config is invalid: \(error.description)")
         }
@@ -102,12 +115,16 @@ struct Demo: AsyncParsableCommand {
           mosquitto_pub\(p) -t \(b)/nova/fill_light/set -m '{"connect": true}'    # max_flashes 1: key_light stays, fill_light joins by hand
           mosquitto_pub\(p) -t \(b)/bridge/request/nova/scan -m '{"enabled": false}'
 
+        The demo's config is \(configPath): edit it, then reload it (only the sections you changed restart):
+
+          mosquitto_pub\(p) -t \(b)/bridge/request/config/reload -m ''
+
         Ctrl-C stops the bridge (it publishes 'offline' first).
 
 
         """
         Console.out(banner)   // unbuffered, also when piped
-        try await BridgeRuntime.run(config: c, configPath: nil, upstreams: list, logger: logger) { url in
+        try await BridgeRuntime.run(config: c, configPath: configPath, upstreams: list, logger: logger) { url in
             Console.out("The console (docs/console.md) is at \(url) : open it in a browser; \(url)/metrics for Prometheus.\n\n")
         }
         await home.stop()
