@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.keys import Keys
 
 ARGS = None
@@ -43,6 +44,17 @@ def wait(predicate, what, timeout=15.0):
             last = e
         time.sleep(0.05)
     raise AssertionError(f"timed out: {what} (last: {last!r})")
+
+
+def steady(read, tries=5):
+    """`read()`, again if a card it held was replaced meanwhile (its device's details changed)."""
+    for attempt in range(tries):
+        try:
+            return read()
+        except StaleElementReferenceException:
+            if attempt == tries - 1:
+                raise
+            time.sleep(0.2)
 
 
 def retained(topic):
@@ -108,23 +120,35 @@ def main():
 
 def run(driver):
     base = ARGS.base
-    devices = json.loads(retained(f"{base}/bridge/devices"))
     driver.get(ARGS.url + "/")
-    # Every device the bridge lists, grouped by adapter.
-    wait(lambda: driver.find_element(By.ID, "device-count").text == f"{len(devices)} of {len(devices)} devices",
-         f"the page lists {len(devices)} devices", timeout=30)
-    cards = {(c.find_element(By.XPATH, "ancestor::section[@data-adapter]").get_attribute("data-adapter"), c.get_attribute("data-key"))
-             for c in driver.find_elements(By.CSS_SELECTOR, "article.card")}
-    check(cards == {(d["adapter"], f'{d["adapter"]}/{d["name"]}') for d in devices}, "every listed device has its card, under its adapter")
+    # Every device the bridge lists, grouped by adapter. The listing is read again until the page shows the
+    # same set: lights found on the LAN may still be joining it while the page opens.
+    devices = []
+
+    def listed():
+        nonlocal devices
+        devices = json.loads(retained(f"{base}/bridge/devices"))
+        want = {(d["adapter"], f'{d["adapter"]}/{d["name"]}') for d in devices}
+        # One script, so that the set is read from one drawing of the page.
+        shown = {tuple(c) for c in driver.execute_script(
+            "return [...document.querySelectorAll('article.card')]"
+            ".map((c) => [c.closest('section[data-adapter]').dataset.adapter, c.dataset.key])")}
+        return shown == want and driver.find_element(By.ID, "device-count").text == f"{len(devices)} of {len(devices)} devices"
+
+    check(wait(listed, "the page lists every device of bridge/devices, each under its adapter", timeout=30),
+          "every listed device has its card, under its adapter")
 
     # Every control has an accessible name that starts with its device's (spoken) name and names the field.
-    unnamed = []
-    for card in driver.find_elements(By.CSS_SELECTOR, "article.card"):
-        device = card.get_attribute("aria-label")
-        for control in card.find_elements(By.CSS_SELECTOR, "input, select, button, textarea"):
-            name = control.accessible_name
-            if not name.startswith(device + " ") or len(name) <= len(device) + 1:
-                unnamed.append((device, name))
+    def names():
+        unnamed = []
+        for card in driver.find_elements(By.CSS_SELECTOR, "article.card"):
+            device = card.get_attribute("aria-label")
+            for control in card.find_elements(By.CSS_SELECTOR, "input, select, button, textarea"):
+                name = control.accessible_name
+                if not name.startswith(device + " ") or len(name) <= len(device) + 1:
+                    unnamed.append((device, name))
+        return unnamed
+    unnamed = steady(names)
     check(not unnamed, f"every control's accessible name is '<device> <field>' {unnamed[:5]}")
     shot(driver, "console-devices.png")
 
@@ -153,6 +177,20 @@ def run(driver):
     error = wait(lambda: control.find_element(By.CSS_SELECTOR, "[role=alert]").text, "the refusal shown next to the control")
     check("150 is out of range 0–100" in error, f"the refusal is the bridge's own words: {error!r}")
     check(state("virtual/kitchen").get("brightness") == 75, "a refused value changed nothing")
+
+    # A reload sends the listing again: no card is redrawn, so the control in use keeps its focus, what was
+    # typed in it and the refusal under it. (The button is clicked from a script: a click would take the focus.)
+    box.click()
+    driver.execute_script("document.querySelector('[data-request=\"config/reload\"]').click()")
+    wait(lambda: "config/reload: ok" in driver.find_element(By.ID, "request-result").get_attribute("textContent"), "the reload answered")
+    publish(f"{base}/virtual/kitchen/set", '{"brightness": 60}')
+    wait(lambda: by_name(driver, "virtual kitchen brightness").get_attribute("value") == "60", "the slider shows 60, sent after the reload")
+    try:
+        kept = (driver.switch_to.active_element == box and box.get_attribute("value") == "150"
+                and "150 is out of range" in control.find_element(By.CSS_SELECTOR, "[role=alert]").text)
+    except StaleElementReferenceException:   # the card was drawn anew
+        kept = False
+    check(kept, "a reload kept the control in use: its focus, its typed value and its error")
 
     # Filters: by name, adapter and availability.
     driver.find_element(By.ID, "filter-name").send_keys("hall/lamp")

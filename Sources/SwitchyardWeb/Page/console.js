@@ -184,33 +184,58 @@ const hidden = new Set(['capabilities', 'label', 'model', 'group', 'location', '
 /// device of the same name (the demo has a virtual and a LIFX "kitchen").
 function spoken(d) { return S.shared.has(d.name) ? `${d.adapter} ${d.name}` : d.name; }
 
+/// Brings the cards in line with the listing. A card whose device, details and spoken name are unchanged
+/// is kept (the same element, left where it is), so that a listing sent again, or another device coming or
+/// going, never takes the focus or a half-typed value from a control the operator is using.
 function buildDevices() {
   const counts = new Map();
   for (const d of S.list) counts.set(d.name, (counts.get(d.name) ?? 0) + 1);
   S.shared = new Set([...counts].filter(([, n]) => n > 1).map(([name]) => name));
   const root = $('adapters');
-  root.replaceChildren();
-  S.cards.clear();
+  const sections = new Map([...root.children].map((s) => [s.dataset.adapter, s]));
+  const old = S.cards;
+  S.cards = new Map();
   const adapters = [...new Set(S.list.map((d) => d.adapter))];
   const select = $('filter-adapter');
   const chosen = select.value;
   select.replaceChildren(el('option', { value: '', text: 'all' }), ...adapters.map((a) => el('option', { value: a, text: a })));
   select.value = adapters.includes(chosen) ? chosen : '';
+  let lastSection = null;
   for (const adapter of adapters) {
-    const cards = el('div', { class: 'cards' });
-    root.append(el('section', { class: 'adapter', 'data-adapter': adapter, 'aria-label': `${adapter} devices` },
-      el('h3', { text: adapter }), cards));
+    let section = sections.get(adapter);
+    sections.delete(adapter);
+    if (!section) {
+      section = el('section', { class: 'adapter', 'data-adapter': adapter, 'aria-label': `${adapter} devices` },
+        el('h3', { text: adapter }), el('div', { class: 'cards' }));
+    }
+    place(root, section, lastSection);
+    lastSection = section;
+    const cards = section.querySelector(':scope > .cards');
+    let last = null;
     for (const d of S.list.filter((x) => x.adapter === adapter)) {
       const key = `${d.adapter}/${d.name}`;
       const early = S.states.get(d.topic.slice(S.base.length + 1));
       if (early !== undefined && !S.states.has(key)) S.states.set(key, early);
-      const c = card(d, key);
+      const sig = JSON.stringify([d, S.details.get(key) ?? null, spoken(d)]);
+      let c = old.get(key);
+      if (c?.sig === sig) old.delete(key);
+      else { c = card(d, key); c.sig = sig; }
       S.cards.set(key, c);
-      cards.append(c.card);
+      place(cards, c.card, last);
+      last = c.card;
       c.update();
     }
   }
+  for (const c of old.values()) c.card.remove();
+  for (const s of sections.values()) s.remove();
   filter();
+}
+
+/// Puts `node` right after `after` (first when null), moving it only when it is not there already: a moved
+/// element loses the focus.
+function place(parent, node, after) {
+  const at = after ? after.nextSibling : parent.firstChild;
+  if (at !== node) parent.insertBefore(node, at);
 }
 
 function card(d, key) {
