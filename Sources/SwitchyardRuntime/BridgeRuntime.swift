@@ -49,10 +49,11 @@ public enum BridgeRuntime {
         ]
     }
 
-    /// Runs the bridge until SIGTERM/SIGINT. `configPath` enables `config/reload` and SIGHUP, which
-    /// re-read the file with the same `upstreams` (the registration list the config was read with).
+    /// Runs the bridge until SIGTERM/SIGINT. `configPath` enables `config/reload` and (with
+    /// `reloadOnHangup`) SIGHUP, which re-read the file with the same `upstreams` (the registration list
+    /// the config was read with). Without `reloadOnHangup`, SIGHUP stops the bridge as SIGTERM does.
     /// `consoleListening` is told the console's address each time it starts listening.
-    public static func run(config: SwitchyardConfig, configPath: String?, upstreams: [any Upstream], logger: Logger,
+    public static func run(config: SwitchyardConfig, configPath: String?, reloadOnHangup: Bool = true, upstreams: [any Upstream], logger: Logger,
                            extraServices: [any Service] = [], consoleListening: (@Sendable (String) -> Void)? = nil) async throws {
         let transport = MosquittoTransport(settings: mqttSettings(config), logger: Logger(label: "switchyard.mqtt"))
         // The console sees what the engine publishes through the transport it is given (docs/console.md).
@@ -75,7 +76,7 @@ public enum BridgeRuntime {
         }
         var services: [any Service] = [TransportService(transport: transport),
                                        EngineService(engine: engine, adapters: config.upstreams.map { $0.makeAdapter() }, notifier: notifier)]
-        if configPath != nil { services.append(ReloadOnHangupService(engine: engine)) }
+        if configPath != nil && reloadOnHangup { services.append(ReloadOnHangupService(engine: engine)) }
         if ProcessInfo.processInfo.environment["SWITCHYARD_MALLOC_TRIM"] != "0" { services.append(MemoryTrimService()) }
         if let interval = SystemdNotifier.watchdogInterval(), notifier.enabled {
             services.append(WatchdogService(engine: engine, notifier: notifier, interval: interval))
@@ -85,7 +86,7 @@ public enum BridgeRuntime {
         if let console { services.append(console) }
         let group = ServiceGroup(configuration: .init(
             services: services.map { .init(service: $0) },
-            gracefulShutdownSignals: [.sigterm, .sigint],
+            gracefulShutdownSignals: [.sigterm, .sigint] + (reloadOnHangup ? [] : [.sighup]),
             logger: logger))
         try await group.run()
     }

@@ -32,8 +32,14 @@ struct Demo: AsyncParsableCommand {
     @OptionGroup var log: LogOptions
 
     func run() async throws {
-        let stateDir = FileManager.default.temporaryDirectory.appendingPathComponent("switchyard-demo").path
-        try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
+        // The demo's state and config live in a directory of its own (0700), removed when it ends: the
+        // simulators' ports change each run, and no other user can read or swap what it reloads.
+        var template = Array(FileManager.default.temporaryDirectory.appendingPathComponent("switchyard-demo.XXXXXX").path.utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw ValidationError("cannot make a directory for the demo: \(String(cString: strerror(errno)))")
+        }
+        let stateDir = String(cString: made)
+        defer { try? FileManager.default.removeItem(atPath: stateDir) }
         let home = try await SimulatedHome.start()
         let (lifx, lan, imp, lc, ha) = (home.lifx, home.lan, home.imp, home.livecoding, home.ha)
         // Simulated Nova flashes in range of a simulated radio (the real one needs a Bluetooth adapter):
@@ -43,22 +49,14 @@ struct Demo: AsyncParsableCommand {
         tuning.web = web == "off" ? "{enabled: false}" : "{listen: \"\(web)\"}"
         let yaml = home.yaml(host: host, port: port, base: baseTopic, stateDir: stateDir, tuning: tuning)
         let list = upstreams.map { $0.key == NovaAdapter.id ? NovaUpstream(radio: nova) : $0 }
-        // The config is a file of this run's own (the simulators' ports change each run), so that it can be
-        // edited and reloaded like a real one; it goes when the demo ends.
-        let configPath = "\(stateDir)/demo-\(ProcessInfo.processInfo.processIdentifier).yaml"
-        // Those of demos that were killed before they could remove theirs.
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: stateDir)) ?? [] where name.hasPrefix("demo-") && name.hasSuffix(".yaml") {
-            if let pid = Int32(name.dropFirst(5).dropLast(5)), kill(pid, 0) != 0, errno == ESRCH {
-                try? FileManager.default.removeItem(atPath: "\(stateDir)/\(name)")
-            }
-        }
-        guard FileManager.default.createFile(atPath: configPath, contents: Data(yaml.utf8), attributes: [.posixPermissions: 0o600]) else {
+        // A file, so that it can be edited and reloaded like a real config.
+        let configPath = "\(stateDir)/config.yaml"
+        guard FileManager.default.createFile(atPath: configPath, contents: Data(yaml.utf8)) else {
             throw ValidationError("cannot write the demo's config to \(configPath)")
         }
-        defer { try? FileManager.default.removeItem(atPath: configPath) }
         let c: SwitchyardConfig
         do {
-            c = try SwitchyardConfig.load(path: configPath, upstreams: list)
+            c = try SwitchyardConfig.parse(yaml: yaml, file: configPath, upstreams: list, environment: ProcessInfo.processInfo.environment)
         } catch {
             throw ValidationError("the demo's own config is invalid: \(error.description)")
         }
@@ -115,7 +113,8 @@ struct Demo: AsyncParsableCommand {
           mosquitto_pub\(p) -t \(b)/nova/fill_light/set -m '{"connect": true}'    # max_flashes 1: key_light stays, fill_light joins by hand
           mosquitto_pub\(p) -t \(b)/bridge/request/nova/scan -m '{"enabled": false}'
 
-        The demo's config is \(configPath): edit it, then reload it (only the sections you changed restart):
+        The demo's config is \(configPath) (removed when the demo ends): edit it, then reload it;
+        adapter sections and the log level apply at once, only the adapters whose section changed restart:
 
           mosquitto_pub\(p) -t \(b)/bridge/request/config/reload -m ''
 
@@ -124,7 +123,8 @@ struct Demo: AsyncParsableCommand {
 
         """
         Console.out(banner)   // unbuffered, also when piped
-        try await BridgeRuntime.run(config: c, configPath: configPath, upstreams: list, logger: logger) { url in
+        // In the demo SIGHUP stops the bridge, as closing its terminal should (and its directory goes).
+        try await BridgeRuntime.run(config: c, configPath: configPath, reloadOnHangup: false, upstreams: list, logger: logger) { url in
             Console.out("The console (docs/console.md) is at \(url) : open it in a browser; \(url)/metrics for Prometheus.\n\n")
         }
         await home.stop()
