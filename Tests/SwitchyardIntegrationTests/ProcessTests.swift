@@ -161,6 +161,7 @@ import SwitchyardTestSupport
         // The file says `info`, the command line `error`: the command line's level holds through reloads.
         let info = { (devices: String) in config(port: broker.port, base: base, devices: devices).replacingOccurrences(of: "level: warning", with: "level: info") }
         let path = try writeConfig(info("    - {name: kitchen, type: light}\n"))
+        #expect(try String(contentsOfFile: path, encoding: .utf8).contains("level: info"))
         let bridge = try BridgeProcess(arguments: ["run", "-c", path, "--log-level", "error"])
         try await probe.waitFor(topic: "\(base)/virtual/kitchen/availability", payload: "online")
 
