@@ -25,8 +25,13 @@ struct BrowserTests {
         try await waitUntil("the demo's console is ready", timeout: 60) {
             (try? HTTPProbe.request(port: web, "/readyz", timeout: 2))?.status == 200
         }
+        // The banner names the demo's config file (a directory of its own each run).
+        let banner = (try? String(contentsOf: dir.appendingPathComponent("demo.log"), encoding: .utf8)) ?? ""
+        let configLine = try #require(banner.split(separator: "\n").first { $0.hasPrefix("The demo's config is /") }, "no config path in:\n\(banner)")
+        let config = String(configLine.dropFirst("The demo's config is ".count).prefix { $0 != " " })
         var arguments = [Self.repo.appendingPathComponent("Tests/browser/console_test.py").path, "--url", "http://127.0.0.1:\(web)",
-                         "--mqtt-port", "\(broker.port)", "--base", base, "--docs", Self.repo.appendingPathComponent("docs/console.md").path]
+                         "--mqtt-port", "\(broker.port)", "--base", base, "--demo-config", config,
+                         "--docs", Self.repo.appendingPathComponent("docs/console.md").path]
         if let shots = ProcessInfo.processInfo.environment["SWITCHYARD_CONSOLE_SCREENSHOTS"] { arguments += ["--screenshots", shots] }
         let log = dir.appendingPathComponent("browser.log").path
         let browser = try ChildProcess(path: Self.python, arguments: arguments, outputFile: log)

@@ -9,6 +9,7 @@ Run by Tests/SwitchyardWebTests/BrowserTests.swift (which starts the broker and 
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -93,6 +94,7 @@ def main():
     p.add_argument("--url", required=True)
     p.add_argument("--mqtt-port", type=int, required=True)
     p.add_argument("--base", required=True)
+    p.add_argument("--demo-config", help="the demo's config file: a reload test edits it")
     p.add_argument("--docs", help="docs/console.md: every /metrics family must be described there")
     p.add_argument("--screenshots", help="a directory for PNGs of each view")
     p.add_argument("--chromium", default="/usr/bin/chromium")
@@ -178,13 +180,26 @@ def run(driver):
     check("150 is out of range 0–100" in error, f"the refusal is the bridge's own words: {error!r}")
     check(state("virtual/kitchen").get("brightness") == 75, "a refused value changed nothing")
 
-    # A reload sends the listing again: no card is redrawn, so the control in use keeps its focus, what was
-    # typed in it and the refusal under it. (The button is clicked from a script: a click would take the focus.)
+    # A reload sends the listing again. A card whose device did not change stays the same element in the same
+    # place, so the control in use keeps its focus, what was typed in it and the refusal under it, also when
+    # a card before it (fan) and a whole adapter before it (imp) go. (The button is clicked from a script:
+    # a click would take the focus.)
+    if ARGS.demo_config:
+        with open(ARGS.demo_config, encoding="utf-8") as f:
+            text = f.read()
+        edited = re.sub(r"(?m)^imp:\n(?:  .*\n)*", "", re.sub(r"(?m)^ *- \{name: fan,.*\n", "", text))
+        check("name: fan" in text and "name: fan" not in edited and "\nimp:" in text and "\nimp:" not in edited,
+              "the demo's config loses the fan and the imp section")
+        with open(ARGS.demo_config, "w", encoding="utf-8") as f:
+            f.write(edited)
     box.click()
     driver.execute_script("document.querySelector('[data-request=\"config/reload\"]').click()")
     wait(lambda: "config/reload: ok" in driver.find_element(By.ID, "request-result").get_attribute("textContent"), "the reload answered")
     publish(f"{base}/virtual/kitchen/set", '{"brightness": 60}')
     wait(lambda: by_name(driver, "virtual kitchen brightness").get_attribute("value") == "60", "the slider shows 60, sent after the reload")
+    if ARGS.demo_config:
+        wait(listed, "the page lists the reloaded config's devices")
+        check(not any(d["adapter"] == "imp" or d["name"] == "fan" for d in devices), "the fan and the imp devices are gone")
     try:
         kept = (driver.switch_to.active_element == box and box.get_attribute("value") == "150"
                 and "150 is out of range" in control.find_element(By.CSS_SELECTOR, "[role=alert]").text)

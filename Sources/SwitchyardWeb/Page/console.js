@@ -193,41 +193,47 @@ function buildDevices() {
   S.shared = new Set([...counts].filter(([, n]) => n > 1).map(([name]) => name));
   const root = $('adapters');
   const sections = new Map([...root.children].map((s) => [s.dataset.adapter, s]));
-  const old = S.cards;
-  S.cards = new Map();
   const adapters = [...new Set(S.list.map((d) => d.adapter))];
   const select = $('filter-adapter');
   const chosen = select.value;
   select.replaceChildren(el('option', { value: '', text: 'all' }), ...adapters.map((a) => el('option', { value: a, text: a })));
   select.value = adapters.includes(chosen) ? chosen : '';
+  // First what goes, and what changed (drawn anew in its old place): then a kept card moves only when the
+  // order itself changed, never because something before it went.
+  const next = new Map();
+  for (const d of S.list) {
+    const key = `${d.adapter}/${d.name}`;
+    const early = S.states.get(d.topic.slice(S.base.length + 1));
+    if (early !== undefined && !S.states.has(key)) S.states.set(key, early);
+    const sig = JSON.stringify([d, S.details.get(key) ?? null, spoken(d)]);
+    let c = S.cards.get(key);
+    if (c?.sig !== sig) {
+      const drawn = card(d, key);
+      drawn.sig = sig;
+      c?.card.replaceWith(drawn.card);
+      c = drawn;
+    }
+    next.set(key, c);
+  }
+  for (const [key, c] of S.cards) if (!next.has(key)) c.card.remove();
+  for (const [adapter, section] of sections) if (!adapters.includes(adapter)) section.remove();
+  S.cards = next;
   let lastSection = null;
   for (const adapter of adapters) {
-    let section = sections.get(adapter);
-    sections.delete(adapter);
-    if (!section) {
-      section = el('section', { class: 'adapter', 'data-adapter': adapter, 'aria-label': `${adapter} devices` },
-        el('h3', { text: adapter }), el('div', { class: 'cards' }));
-    }
+    const section = sections.get(adapter) ?? el('section', { class: 'adapter', 'data-adapter': adapter, 'aria-label': `${adapter} devices` },
+      el('h3', { text: adapter }), el('div', { class: 'cards' }));
     place(root, section, lastSection);
     lastSection = section;
     const cards = section.querySelector(':scope > .cards');
     let last = null;
-    for (const d of S.list.filter((x) => x.adapter === adapter)) {
-      const key = `${d.adapter}/${d.name}`;
-      const early = S.states.get(d.topic.slice(S.base.length + 1));
-      if (early !== undefined && !S.states.has(key)) S.states.set(key, early);
-      const sig = JSON.stringify([d, S.details.get(key) ?? null, spoken(d)]);
-      let c = old.get(key);
-      if (c?.sig === sig) old.delete(key);
-      else { c = card(d, key); c.sig = sig; }
-      S.cards.set(key, c);
+    for (const d of S.list) {
+      if (d.adapter !== adapter) continue;
+      const c = next.get(`${d.adapter}/${d.name}`);
       place(cards, c.card, last);
       last = c.card;
       c.update();
     }
   }
-  for (const c of old.values()) c.card.remove();
-  for (const s of sections.values()) s.remove();
   filter();
 }
 
