@@ -35,10 +35,14 @@ struct Demo: AsyncParsableCommand {
         // The demo's state and config live in a directory of its own (0700), removed when it ends: the
         // simulators' ports change each run, and no other user can read or swap what it reloads.
         var template = Array(FileManager.default.temporaryDirectory.appendingPathComponent("switchyard-demo.XXXXXX").path.utf8CString)
-        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-            throw ValidationError("cannot make a directory for the demo: \(String(cString: strerror(errno)))")
+        // mkdtemp's answer points into `template`: read while the buffer is held.
+        let made = template.withUnsafeMutableBufferPointer { buffer -> Result<String, ArgumentParser.ValidationError> in
+            guard let path = mkdtemp(buffer.baseAddress!) else {
+                return .failure(ValidationError("cannot make a directory for the demo: \(String(cString: strerror(errno)))"))
+            }
+            return .success(String(cString: path))
         }
-        let stateDir = String(cString: made)
+        let stateDir = try made.get()
         defer { try? FileManager.default.removeItem(atPath: stateDir) }
         let home = try await SimulatedHome.start()
         let (lifx, lan, imp, lc, ha) = (home.lifx, home.lan, home.imp, home.livecoding, home.ha)
@@ -114,7 +118,7 @@ struct Demo: AsyncParsableCommand {
           mosquitto_pub\(p) -t \(b)/bridge/request/nova/scan -m '{"enabled": false}'
 
         The demo's config is \(configPath) (removed when the demo ends): edit it, then reload it;
-        adapter sections and the log level apply at once, only the adapters whose section changed restart:
+        adapter sections apply at once, and only the adapters whose section changed restart:
 
           mosquitto_pub\(p) -t \(b)/bridge/request/config/reload -m ''
 
