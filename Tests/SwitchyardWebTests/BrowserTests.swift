@@ -28,7 +28,8 @@ struct BrowserTests {
         // The banner names the demo's config file (a directory of its own each run).
         let banner = (try? String(contentsOf: dir.appendingPathComponent("demo.log"), encoding: .utf8)) ?? ""
         let configLine = try #require(banner.split(separator: "\n").first { $0.hasPrefix("The demo's config is /") }, "no config path in:\n\(banner)")
-        let config = String(configLine.dropFirst("The demo's config is ".count).prefix { $0 != " " })
+        let path = configLine.dropFirst("The demo's config is ".count)
+        let config = String(path[..<(path.range(of: " (removed when")?.lowerBound ?? path.endIndex)])
         var arguments = [Self.repo.appendingPathComponent("Tests/browser/console_test.py").path, "--url", "http://127.0.0.1:\(web)",
                          "--mqtt-port", "\(broker.port)", "--base", base, "--demo-config", config,
                          "--docs", Self.repo.appendingPathComponent("docs/console.md").path]

@@ -206,6 +206,11 @@ def run(driver):
     except StaleElementReferenceException:   # the card was drawn anew
         kept = False
     check(kept, "a reload kept the control in use: its focus, its typed value and its error")
+    if ARGS.demo_config:   # the whole demo again, for what follows (and its screenshots)
+        with open(ARGS.demo_config, "w", encoding="utf-8") as f:
+            f.write(text)
+        publish(f"{base}/bridge/request/config/reload", "{}")
+        wait(lambda: listed() and any(d["adapter"] == "imp" for d in devices), "the imp devices are back", timeout=30)
 
     # Filters: by name, adapter and availability.
     driver.find_element(By.ID, "filter-name").send_keys("hall/lamp")

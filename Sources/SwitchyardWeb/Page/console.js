@@ -203,6 +203,7 @@ function buildDevices() {
   const next = new Map();
   for (const d of S.list) {
     const key = `${d.adapter}/${d.name}`;
+    if (next.has(key)) continue;   // one card a name (the bridge never lists a name twice)
     const early = S.states.get(d.topic.slice(S.base.length + 1));
     if (early !== undefined && !S.states.has(key)) S.states.set(key, early);
     const sig = JSON.stringify([d, S.details.get(key) ?? null, spoken(d)]);
@@ -226,9 +227,12 @@ function buildDevices() {
     lastSection = section;
     const cards = section.querySelector(':scope > .cards');
     let last = null;
+    const placed = new Set();
     for (const d of S.list) {
-      if (d.adapter !== adapter) continue;
-      const c = next.get(`${d.adapter}/${d.name}`);
+      const key = `${d.adapter}/${d.name}`;
+      if (d.adapter !== adapter || placed.has(key)) continue;
+      placed.add(key);
+      const c = next.get(key);
       place(cards, c.card, last);
       last = c.card;
       c.update();
