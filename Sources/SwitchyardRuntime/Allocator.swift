@@ -44,7 +44,8 @@ struct MemoryTrimService: Service {
     func run() async throws {
         guard var settled = ProcessStats.residentBytes() else { return }
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            try? await Task.sleep(for: interval)
+            // Ended at once by a graceful shutdown, which would otherwise wait out the interval.
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
             guard let rss = ProcessStats.residentBytes() else { return }
             if rss > settled + slack {
                 Allocator.trim()
