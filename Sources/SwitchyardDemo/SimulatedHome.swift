@@ -61,12 +61,16 @@ public final class SimulatedHome: @unchecked Sendable {
         return SimulatedHome(lifx: lifx, lan: lan, imp: imp, livecoding: lc, ha: ha)
     }
 
+    /// Stops every simulator, the HTTP ones together: each waits up to a second for its connections, so
+    /// one after the other a demo took four seconds to end after its bridge had (and a test stopping it
+    /// with a deadline killed it before it could remove its directory).
     public func stop() async {
-        await lifx.stop()
         lan.stop()
-        await imp.stop()
-        await livecoding.stop()
-        await ha.stop()
+        async let lifxStopped: Void = lifx.stop()
+        async let impStopped: Void = imp.stop()
+        async let livecodingStopped: Void = livecoding.stop()
+        async let haStopped: Void = ha.stop()
+        _ = await (lifxStopped, impStopped, livecodingStopped, haStopped)
     }
 
     /// What the demo's config can vary (the soak's reloads change each adapter's setting).
