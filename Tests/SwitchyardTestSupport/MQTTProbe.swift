@@ -20,6 +20,7 @@ public final class MQTTProbe: @unchecked Sendable {
     }()
 
     let handle: OpaquePointer
+    let loop: ProbeLoop
     let received = Locked<[Message]>([])
     let connected = Atomic<Bool>(false)
     let subacks = Atomic<Int>(0)
@@ -37,6 +38,12 @@ public final class MQTTProbe: @unchecked Sendable {
         _ = Self.initialised
         guard let h = mosquitto_new(clientID, cleanSession, nil) else { throw TestError("mosquitto_new failed") }
         handle = h
+        do {
+            loop = try ProbeLoop(handle: h, port: Int32(port))
+        } catch {
+            mosquitto_destroy(h)
+            throw error
+        }
         if protocolVersion == 5 { mosquitto_int_option(h, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5) }
         mosquitto_int_option(h, MOSQ_OPT_TCP_NODELAY, 1)
         mosquitto_user_data_set(h, Unmanaged.passUnretained(self).toOpaque())
@@ -45,8 +52,9 @@ public final class MQTTProbe: @unchecked Sendable {
         mosquitto_subscribe_callback_set(h, ProbeCallbacks.onSubscribe)
         mosquitto_disconnect_callback_set(h, ProbeCallbacks.onDisconnect)
         mosquitto_publish_callback_set(h, ProbeCallbacks.onPublish)
-        guard mosquitto_loop_start(h) == MOSQ_ERR_SUCCESS.rawValue else { throw TestError("loop_start failed") }
-        guard mosquitto_connect_async(h, "127.0.0.1", Int32(port), 30) == MOSQ_ERR_SUCCESS.rawValue else { throw TestError("connect failed") }
+        // Calls from the tests' threads only queue their packets and wake the probe's own thread.
+        mosquitto_threaded_set(h, true)
+        loop.start()
     }
 
     public static func connect(port: Int, protocolVersion: Int = 4, clientID: String = "probe-\(UUID().uuidString.prefix(8))",
@@ -57,17 +65,14 @@ public final class MQTTProbe: @unchecked Sendable {
         return p
     }
 
-    public func close() {
-        mosquitto_disconnect(handle)
-        mosquitto_loop_stop(handle, false)
-    }
+    /// The client socket's descriptor number (-1 while not connected).
+    var socketNumber: Int32 { mosquitto_socket(handle) }
 
-    /// The network thread is asked to end (a disconnect ends its loop) and joined, never cancelled: a
-    /// thread cancelled inside a call ThreadSanitizer intercepts ends "with ignores enabled", which TSan
-    /// reports as fatal.
+    /// Disconnects (a DISCONNECT, so no will) and ends the probe's thread.
+    public func close() { loop.stop() }
+
     deinit {
-        mosquitto_disconnect(handle)
-        mosquitto_loop_stop(handle, false)
+        loop.stop()
         mosquitto_destroy(handle)
     }
 
@@ -79,11 +84,12 @@ public final class MQTTProbe: @unchecked Sendable {
             self.filters.withLock { $0.append(f) }
             let before = subacks.load(ordering: .relaxed)
             var rc = mosquitto_subscribe(handle, nil, f, 1)
+            loop.wake()
             // Not connected right now (a loaded machine can drop and re-open the probe's connection):
             // libmosquitto reconnects on its own and onConnect subscribes the filters again.
             for _ in 0..<500 where rc == MOSQ_ERR_NO_CONN.rawValue {
                 await TestEnvironment.sleep(0.02)
-                if connected.load(ordering: .relaxed) { rc = mosquitto_subscribe(handle, nil, f, 1) }
+                if connected.load(ordering: .relaxed) { rc = mosquitto_subscribe(handle, nil, f, 1); loop.wake() }
             }
             guard rc == MOSQ_ERR_SUCCESS.rawValue else {
                 throw TestError("subscribe \(f) failed: \(String(cString: mosquitto_strerror(rc))) (last disconnect rc \(lastDisconnect.load(ordering: .relaxed)))")
@@ -101,6 +107,7 @@ public final class MQTTProbe: @unchecked Sendable {
         _ = bytes.withUnsafeBytes { b in
             mosquitto_publish_v5(handle, nil, topic, Int32(b.count), b.baseAddress, qos, retain, props)
         }
+        loop.wake()
     }
 
     /// Publishes at QoS 1 and returns once the broker has acknowledged it (PUBACK): then it is the
@@ -109,6 +116,7 @@ public final class MQTTProbe: @unchecked Sendable {
         var mid: Int32 = 0
         let bytes = Array(payload.utf8)
         let rc = bytes.withUnsafeBytes { b in mosquitto_publish(handle, &mid, topic, Int32(b.count), b.baseAddress, 1, retain) }
+        loop.wake()
         guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw TestError("publish \(topic) failed: \(String(cString: mosquitto_strerror(rc)))") }
         let deadline = Date().addingTimeInterval(timeout)
         while !acked.withLock({ $0.contains(mid) }) {
@@ -158,6 +166,109 @@ public final class MQTTProbe: @unchecked Sendable {
     func record(_ m: Message) {
         if let h = handler.withLock({ $0 }) { h.call(m); return }
         received.withLock { $0.append(m) }
+    }
+}
+
+/// The probe's network thread: libmosquitto's external-loop API with poll(2) on the client socket and a
+/// wake-up pipe, not `mosquitto_loop_start`. libmosquitto's own loop waits in select(2), and glibc ends
+/// the process ("bit out of range 0 - FD_SETSIZE on fd_set") when a socket's number passes 1023: a whole
+/// parallel test run holds close to a thousand descriptors (965 at its peak, measured), and a run under
+/// AddressSanitizer crossed it. Like libmosquitto's loop it connects again a second after a loss. The
+/// thread ends when asked and is joined, never cancelled (a thread cancelled inside a call ThreadSanitizer
+/// intercepts ends "with ignores enabled", which TSan reports as fatal).
+final class ProbeLoop: @unchecked Sendable {
+    let handle: OpaquePointer
+    let port: Int32
+    let wakeFD: Int32
+    let wakeWriteFD: Int32
+    let stopping = Atomic<Bool>(false)
+    let ended = DispatchSemaphore(value: 0)
+    let stopped = Mutex<Bool>(false)
+
+    init(handle: OpaquePointer, port: Int32) throws {
+        self.handle = handle
+        self.port = port
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else { throw TestError("pipe failed: \(String(cString: strerror(errno)))") }
+        for fd in ends {
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        }
+        wakeFD = ends[0]
+        wakeWriteFD = ends[1]
+    }
+
+    func start() {
+        let thread = Thread { [self] in
+            run()
+            ended.signal()
+        }
+        thread.name = "mqtt-probe"
+        thread.start()
+    }
+
+    func wake() {
+        var one: UInt8 = 1
+        _ = write(wakeWriteFD, &one, 1)   // EAGAIN when the pipe is full: the thread is awake anyway
+    }
+
+    func drainWake() {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        while read(wakeFD, &buffer, 64) > 0 {}
+    }
+
+    /// Asks the thread to disconnect and end, and waits for it; once (later calls return at once).
+    func stop() {
+        let first = stopped.withLock { done in
+            defer { done = true }
+            return !done
+        }
+        guard first else { return }
+        stopping.store(true, ordering: .releasing)
+        wake()
+        ended.wait()
+        Glibc.close(wakeFD)
+        Glibc.close(wakeWriteFD)
+    }
+
+    func run() {
+        var connectedBefore = false
+        while !stopping.load(ordering: .acquiring) {
+            let sock = mosquitto_socket(handle)
+            if sock < 0 {
+                // libmosquitto's loop waits its reconnect delay (one second) before each new attempt.
+                if connectedBefore { pause(seconds: 1) }
+                connectedBefore = true
+                if !stopping.load(ordering: .acquiring) { _ = mosquitto_connect(handle, "127.0.0.1", port, 30) }
+                continue
+            }
+            var fds = [pollfd(fd: sock, events: Int16(POLLIN) | (mosquitto_want_write(handle) ? Int16(POLLOUT) : 0), revents: 0),
+                       pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+            _ = poll(&fds, 2, 100)
+            if fds[1].revents & Int16(POLLIN) != 0 { drainWake() }
+            // An error closes the socket and calls the disconnect callback: the next turn connects again.
+            if fds[0].revents & (Int16(POLLIN) | Int16(POLLHUP) | Int16(POLLERR)) != 0,
+               mosquitto_loop_read(handle, 1) != MOSQ_ERR_SUCCESS.rawValue { continue }
+            if mosquitto_want_write(handle), mosquitto_loop_write(handle, 1) != MOSQ_ERR_SUCCESS.rawValue { continue }
+            _ = mosquitto_loop_misc(handle)
+        }
+        // A DISCONNECT, written before the thread ends.
+        if mosquitto_socket(handle) >= 0, mosquitto_disconnect(handle) == MOSQ_ERR_SUCCESS.rawValue {
+            for _ in 0..<100 where mosquitto_want_write(handle) && mosquitto_socket(handle) >= 0 {
+                if mosquitto_loop_write(handle, 1) != MOSQ_ERR_SUCCESS.rawValue { break }
+                if mosquitto_want_write(handle) { usleep(1_000) }
+            }
+        }
+    }
+
+    /// Sleeps about `seconds` (in steps of 0.1 s on the wake-up pipe), ending early when asked to stop.
+    func pause(seconds: Double) {
+        var fd = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
+        for _ in 0..<Int(seconds * 10) where !stopping.load(ordering: .acquiring) {
+            fd.revents = 0
+            _ = poll(&fd, 1, 100)
+            if fd.revents & Int16(POLLIN) != 0 { drainWake() }
+        }
     }
 }
 
