@@ -227,19 +227,30 @@ final class ProbeLoop: @unchecked Sendable {
         stopping.store(true, ordering: .releasing)
         wake()
         ended.wait()
+    }
+
+    /// The pipe goes with the loop, not at `stop()`: a `wake()` after a close (a test publishing on a
+    /// closed probe) then writes to this pipe, never to a descriptor number another socket reuses.
+    deinit {
         Glibc.close(wakeFD)
         Glibc.close(wakeWriteFD)
     }
 
     func run() {
-        var connectedBefore = false
+        var tried = false
         while !stopping.load(ordering: .acquiring) {
             let sock = mosquitto_socket(handle)
             if sock < 0 {
-                // libmosquitto's loop waits its reconnect delay (one second) before each new attempt.
-                if connectedBefore { pause(seconds: 1) }
-                connectedBefore = true
-                if !stopping.load(ordering: .acquiring) { _ = mosquitto_connect(handle, "127.0.0.1", port, 30) }
+                // libmosquitto's loop waits its reconnect delay (one second) before each new attempt, and
+                // sets the client up (host, keepalive, quotas) once. A blocking connect: on loopback it is
+                // answered or refused at once.
+                if tried {
+                    pause(seconds: 1)
+                    if !stopping.load(ordering: .acquiring) { _ = mosquitto_reconnect(handle) }
+                } else {
+                    tried = true
+                    _ = mosquitto_connect(handle, "127.0.0.1", port, 30)
+                }
                 continue
             }
             var fds = [pollfd(fd: sock, events: Int16(POLLIN) | (mosquitto_want_write(handle) ? Int16(POLLOUT) : 0), revents: 0),
@@ -272,33 +283,41 @@ final class ProbeLoop: @unchecked Sendable {
     }
 }
 
-/// C callbacks, defined in nonisolated code (a static on a plain enum): libmosquitto calls them on its thread.
+/// C callbacks, defined in nonisolated code (a static on a plain enum): libmosquitto calls them on the
+/// probe's thread. They use the probe without retaining it: were a callback to hold the last reference
+/// when the test drops its own, `deinit` would run on the probe's thread and wait for that thread to end.
+/// The probe cannot go meanwhile: its `deinit` waits for the thread before anything is freed.
 enum ProbeCallbacks {
+    static func with(_ obj: UnsafeMutableRawPointer, _ body: (MQTTProbe) -> Void) {
+        Unmanaged<MQTTProbe>.fromOpaque(obj)._withUnsafeGuaranteedRef(body)
+    }
     static let onConnect: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32) -> Void = { mosq, obj, rc in
         guard let obj, rc == 0 else { return }
-        let probe = Unmanaged<MQTTProbe>.fromOpaque(obj).takeUnretainedValue()
-        for f in probe.filters.withLock({ $0 }) { mosquitto_subscribe(mosq, nil, f, 1) }
-        probe.connected.store(true, ordering: .relaxed)
+        with(obj) { probe in
+            for f in probe.filters.withLock({ $0 }) { mosquitto_subscribe(mosq, nil, f, 1) }
+            probe.connected.store(true, ordering: .relaxed)
+        }
     }
     static let onDisconnect: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32) -> Void = { _, obj, rc in
         guard let obj else { return }
-        let probe = Unmanaged<MQTTProbe>.fromOpaque(obj).takeUnretainedValue()
-        probe.connected.store(false, ordering: .relaxed)
-        probe.lastDisconnect.store(rc, ordering: .relaxed)
+        with(obj) { probe in
+            probe.connected.store(false, ordering: .relaxed)
+            probe.lastDisconnect.store(rc, ordering: .relaxed)
+        }
     }
     static let onPublish: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32) -> Void = { _, obj, mid in
         guard let obj else { return }
-        _ = Unmanaged<MQTTProbe>.fromOpaque(obj).takeUnretainedValue().acked.withLock { $0.insert(mid) }
+        with(obj) { probe in _ = probe.acked.withLock { $0.insert(mid) } }
     }
     static let onSubscribe: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32, Int32, UnsafePointer<Int32>?) -> Void = { _, obj, _, _, _ in
         guard let obj else { return }
-        Unmanaged<MQTTProbe>.fromOpaque(obj).takeUnretainedValue().subacks.add(1, ordering: .relaxed)
+        with(obj) { probe in probe.subacks.add(1, ordering: .relaxed) }
     }
     static let onMessage: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, UnsafePointer<mosquitto_message>?) -> Void = { _, obj, msg in
         guard let obj, let msg else { return }
         let m = msg.pointee
         let payload = m.payloadlen > 0 ? String(decoding: UnsafeRawBufferPointer(start: m.payload, count: Int(m.payloadlen)), as: UTF8.self) : ""
-        Unmanaged<MQTTProbe>.fromOpaque(obj).takeUnretainedValue()
-            .record(.init(topic: String(cString: m.topic), payload: payload, retain: m.retain, at: Date()))
+        let message = MQTTProbe.Message(topic: String(cString: m.topic), payload: payload, retain: m.retain, at: Date())
+        with(obj) { probe in probe.record(message) }
     }
 }
