@@ -183,7 +183,6 @@ final class ProbeLoop: @unchecked Sendable {
     let wakeWriteFD: Int32
     let stopping = Atomic<Bool>(false)
     let ended = DispatchSemaphore(value: 0)
-    let stopped = Mutex<Bool>(false)
 
     init(handle: OpaquePointer, port: Int32) throws {
         self.handle = handle
@@ -219,12 +218,7 @@ final class ProbeLoop: @unchecked Sendable {
 
     /// Asks the thread to disconnect and end, and waits for it; once (later calls return at once).
     func stop() {
-        let first = stopped.withLock { done in
-            defer { done = true }
-            return !done
-        }
-        guard first else { return }
-        stopping.store(true, ordering: .releasing)
+        guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
         wake()
         ended.wait()
     }
