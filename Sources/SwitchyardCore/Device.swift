@@ -34,11 +34,14 @@ public struct DeviceDescriptor: Sendable, Equatable {
     public var hwVersion: String?
     /// The room Home Assistant should put the device in (a LIFX group), where the upstream knows it.
     public var suggestedArea: String?
+    /// Set when this device is one part of another device of the same adapter (a LIFX Ceiling's uplight):
+    /// it keeps its own topics, and Home Assistant shows it as one more entity of that device.
+    public var partOf: DevicePart?
 
     public init(id: String, label: String, configuredName: String? = nil, namespace: String = "", model: String? = nil,
                 manufacturer: String? = nil, category: DeviceCategory, capabilities: [Capability],
                 bareCommands: [String: [String: JSONValue]]? = nil, displayName: String? = nil, swVersion: String? = nil,
-                hwVersion: String? = nil, suggestedArea: String? = nil) {
+                hwVersion: String? = nil, suggestedArea: String? = nil, partOf: DevicePart? = nil) {
         self.id = id
         self.label = label
         self.configuredName = configuredName
@@ -52,6 +55,7 @@ public struct DeviceDescriptor: Sendable, Equatable {
         self.swVersion = swVersion
         self.hwVersion = hwVersion
         self.suggestedArea = suggestedArea
+        self.partOf = partOf
     }
 
     /// The device's name for people (Home Assistant's device name): `displayName`; else the upstream's
@@ -63,6 +67,24 @@ public struct DeviceDescriptor: Sendable, Equatable {
     }
 
     public func capability(_ name: String) -> Capability? { capabilities.first { $0.name == name } }
+}
+
+/// The device another device is a part of, as Home Assistant should show it (docs/design.md "Discovery"):
+/// the part's discovery configs name that device (`identifiers`, `name`), and its main entity is called by
+/// the part's own name instead of the device's.
+public struct DevicePart: Sendable, Equatable {
+    /// The id of the device this one is part of (same adapter).
+    public var parentID: String
+    /// That device's name for people (its `humanName`).
+    public var parentName: String
+    /// This part's entity name inside that device ("Uplight").
+    public var name: String
+
+    public init(parentID: String, parentName: String, name: String) {
+        self.parentID = parentID
+        self.parentName = parentName
+        self.name = name
+    }
 }
 
 /// A command after parsing and validation: every field is known, writable and in range.

@@ -75,6 +75,7 @@ public struct DeviceRegistry: Sendable {
             o["model"] = d.model.map(JSONValue.string) ?? .null
             o["manufacturer"] = d.manufacturer.map(JSONValue.string) ?? .null
             if let v = d.swVersion { o["sw_version"] = .string(v) }
+            if let part = d.partOf { o["part_of"] = .string(part.parentID) }
             return JSONValue.object(o).bytes
         }
     }

@@ -63,9 +63,11 @@ public struct DiscoveryBuilder: Sendable {
         let stateTopic = scheme.device(adapter: adapter, name: name)
         let setTopic = scheme.set(adapter: adapter, name: name)
         let objectBase = Naming.slug(name).isEmpty ? Naming.normaliseID(d.id) : Naming.slug(name)
+        // A part (a Ceiling's uplight) joins the device it is part of: same identifiers and name, so Home
+        // Assistant shows one device with the part as one more entity.
         var deviceBlock: [String: JSONValue] = [
-            "identifiers": [.string(node)],
-            "name": .string(d.humanName),
+            "identifiers": [.string(d.partOf.map { nodeID(adapter: adapter, deviceID: $0.parentID) } ?? node)],
+            "name": .string(d.partOf?.parentName ?? d.humanName),
             "via_device": .string(bridgeNode),
         ]
         if let m = d.model { deviceBlock["model"] = .string(m) }
@@ -91,7 +93,13 @@ public struct DiscoveryBuilder: Sendable {
             p["unique_id"] = .string("\(node)_\(Naming.normaliseID(object))")
             p["object_id"] = .string(objectID)
             p["default_entity_id"] = .string("\(component).\(objectID)")
-            if main { p["name"] = .null }
+            // The main entity takes the device's name; a part's, its own ("Uplight"), and its other
+            // entities say which part they belong to.
+            if let part = d.partOf {
+                if main { p["name"] = .string(part.name) } else if case .string(let n)? = p["name"] { p["name"] = .string("\(part.name) \(n)") }
+            } else if main {
+                p["name"] = .null
+            }
             let shape = Shape(component: component, object: Naming.normaliseID(object))
             out.append(Entry(topic: configTopic(shape, node: node), payload: .object(p), shape: shape))
         }

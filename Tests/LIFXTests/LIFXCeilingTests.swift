@@ -92,13 +92,26 @@ struct LIFXCeilingEmulatorTests {
                 let lifx = "\(b.base)/lifx"
                 try await b.waitLIFX("ceiling_uplight") { $0["via"] == "lan" }
                 try await b.waitLIFX("ceiling_downlight") { $0["via"] == "lan" }
-                // Home Assistant sees three lights: the Ceiling, its uplight and its downlight; sky among the Ceiling's effects.
+                // Home Assistant sees one device, the Ceiling, with three lights: the whole, its uplight and its
+                // downlight; sky among the whole's effects; one Connected entity, the Ceiling's.
                 let node = "switchyard_\(b.base)_lifx_\(Self.serial)"
                 for n in [node, "\(node)_uplight", "\(node)_downlight"] {
                     try await b.probe.waitFor(topic: "homeassistant/light/\(n)/light/config")
                 }
                 let whole = try JSONValue.parse(b.probe.last("homeassistant/light/\(node)/light/config")!)
                 #expect(whole["effect_list"]?.arrayValue?.contains("sky") == true)
+                #expect(whole["device"]?["identifiers"] == [.string(node)] && whole["name"] == .null)
+                for (part, name) in [("uplight", "Uplight"), ("downlight", "Downlight")] {
+                    let config = try JSONValue.parse(b.probe.last("homeassistant/light/\(node)_\(part)/light/config")!)
+                    #expect(config["device"]?["identifiers"] == [.string(node)], "the \(part) joins the Ceiling's device")
+                    #expect(config["device"]?["name"] == whole["device"]?["name"] && config["device"]?["model"] == whole["device"]?["model"])
+                    #expect(config["name"] == .string(name))
+                    #expect(config["state_topic"] == .string("\(lifx)/ceiling_\(part)"))
+                    let details = try JSONValue.parse(try await b.probe.waitFor(topic: "\(b.base)/bridge/devices/lifx/ceiling_\(part)").payload)
+                    #expect(details["part_of"] == .string(Self.serial))
+                }
+                let connected = Set(b.probe.messages.map(\.topic).filter { $0.hasPrefix("homeassistant/binary_sensor/\(node)") && $0.hasSuffix("/connected/config") })
+                #expect(connected == ["homeassistant/binary_sensor/\(node)/connected/config"])
 
                 // The whole Ceiling off, then the uplight on alone: the downlight is darkened before the power comes on.
                 b.probe.publish("\(lifx)/ceiling/set", #"{"state":"OFF","transition":0,"transaction":"off"}"#)

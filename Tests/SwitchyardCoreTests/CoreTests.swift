@@ -326,6 +326,31 @@ import Foundation
         #expect(rssi.payload["value_template"] == "{{ value_json.rssi }}")
         #expect(entries.count == 2)
     }
+
+    /// A part (a Ceiling's uplight) names its whole device in Home Assistant: the same identifiers and name
+    /// as the whole's own configs, its light called by the part's name, its other entities prefixed.
+    @Test func aPartIsOneMoreEntityOfTheDeviceItBelongsTo() throws {
+        let b = DiscoveryBuilder(scheme: TopicScheme(base: "switchyard"), version: "1.0")
+        let whole = DeviceDescriptor(id: "d073d5000001", label: "Living Ceiling", model: "LIFX Ceiling", category: .light,
+                                     capabilities: [.state(), .brightness()])
+        let up = DeviceDescriptor(id: "d073d5000001_uplight", label: "Living Ceiling Uplight", model: "LIFX Ceiling", category: .light,
+                                  capabilities: [.state(), .brightness(), Capability("rssi", .integer(min: -127, max: 20), role: .diagnostic)],
+                                  partOf: DevicePart(parentID: "d073d5000001", parentName: "Living Ceiling", name: "Uplight"))
+        let wholeLight = try #require(b.entries(adapter: "lifx", name: "living_ceiling", device: whole).first)
+        let upEntries = b.entries(adapter: "lifx", name: "living_ceiling_uplight", device: up)
+        let upLight = try #require(upEntries.first { $0.shape.component == "light" })
+        #expect(upLight.topic == "homeassistant/light/switchyard_switchyard_lifx_d073d5000001_uplight/light/config")
+        #expect(upLight.payload["device"]?["identifiers"] == ["switchyard_switchyard_lifx_d073d5000001"])
+        #expect(upLight.payload["device"]?["identifiers"] == wholeLight.payload["device"]?["identifiers"])
+        #expect(upLight.payload["device"]?["name"] == "Living Ceiling")
+        #expect(upLight.payload["name"] == "Uplight")
+        #expect(upLight.payload["unique_id"] != wholeLight.payload["unique_id"])
+        #expect(upLight.payload["default_entity_id"] == "light.living_ceiling_uplight")
+        #expect(upLight.payload["state_topic"] == "switchyard/lifx/living_ceiling_uplight")
+        let rssi = try #require(upEntries.first { $0.shape.component == "sensor" })
+        #expect(rssi.payload["name"] == "Uplight RSSI")
+        #expect(wholeLight.payload["name"] == .null)
+    }
 }
 
 /// Timestamps are formatted and parsed by hand (no ICU); the expected epochs come from Python's

@@ -109,9 +109,11 @@ import Testing
             guard let deviceName = device?["name"]?.stringValue, !deviceName.isEmpty else { problem("device without a name"); continue }
             if Self.looksLikeAnID(deviceName) { problem("device named '\(deviceName)'") }
             if !isBridge, device?["via_device"] != .string(bridgeNode) { problem("not linked to the bridge device") }
-            // Names: the main entity takes the device's name; the others have a short one of their own.
+            // Names: the main entity takes the device's name; the others have a short one of their own. A part
+            // of another device (a Ceiling's uplight, whose configs name that device) is named for the part.
             let main = ["light", "switch", "scene"].contains(a.component) && a.topic.hasSuffix("/\(a.component)/config")
-            if main { if c["name"] != .null { problem("main entity named \(c["name"]!.serialized)") } }
+            let isPart = !isBridge && device?["identifiers"] != [.string(String(a.topic.split(separator: "/")[2]))]
+            if main && !isPart { if c["name"] != .null { problem("main entity named \(c["name"]!.serialized)") } }
             else if (c["name"]?.stringValue ?? "").isEmpty { problem("entity without a name") }
             if c["entity_category"] == "config", !["number", "select", "switch", "button", "text"].contains(a.component) {
                 problem("entity_category config on a read-only \(a.component)")

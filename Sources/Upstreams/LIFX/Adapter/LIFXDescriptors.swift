@@ -104,12 +104,21 @@ enum LIFXDescriptors {
                                 category: .light, capabilities: caps, swVersion: l.firmware, suggestedArea: l.group?.name)
     }
 
-    /// A Ceiling's uplight or downlight: a light of its own (state, brightness, colour, colour temperature).
+    /// A Ceiling's uplight or downlight: a light of its own (state, brightness, colour, colour temperature)
+    /// with topics of its own, and in Home Assistant one more light of the Ceiling's device (`partOf`), so
+    /// it carries the Ceiling's model, firmware and room, which Home Assistant keeps for the one device.
     static func part(_ p: LIFXCeilingPart, of l: LIFXLight, _ settings: LIFXSettings) -> DeviceDescriptor {
-        DeviceDescriptor(id: p.deviceID(l.id), label: "\(l.label) \(p.title)", configuredName: settings.names[l.id].map { "\($0)_\(p.rawValue)" },
-                         model: l.model.map { "\($0) \(p.rawValue)" }, manufacturer: "LIFX", category: .light,
-                         capabilities: lightCapabilities(color: l.caps.hasColor, colorTemp: l.caps.hasVariableColorTemp, effects: nil),
-                         swVersion: l.firmware, suggestedArea: l.group?.name)
+        let ceiling = light(l, settings)
+        // The Ceiling's own Connected entity says it for all three lights.
+        let caps = lightCapabilities(color: l.caps.hasColor, colorTemp: l.caps.hasVariableColorTemp, effects: nil).map { c in
+            var c = c
+            if c.name == "connected" { c.role = .hidden }
+            return c
+        }
+        return DeviceDescriptor(id: p.deviceID(l.id), label: "\(l.label) \(p.title)", configuredName: settings.names[l.id].map { "\($0)_\(p.rawValue)" },
+                                model: l.model, manufacturer: "LIFX", category: .light,
+                                capabilities: caps, swVersion: l.firmware, suggestedArea: l.group?.name,
+                                partOf: DevicePart(parentID: l.id, parentName: ceiling.humanName, name: p.title))
     }
 
     static func collection(_ c: LIFXHome.Collection, members: [LIFXLight]) -> DeviceDescriptor {
