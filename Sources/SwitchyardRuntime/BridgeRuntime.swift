@@ -45,6 +45,8 @@ public enum BridgeRuntime {
             "mqtt": ["protocol": .string(c.mqtt.protocolVersion == 5 ? "5" : "3.1.1"), "client_id": .string(c.mqtt.clientID),
                      "base_topic": .string(c.mqtt.baseTopic)],
             "config": c.redactedJSON,
+            // The level in force: `--log-level` outranks the config's `log.level`, which `config` shows as written.
+            "log_level": .string(SwitchyardLogHandler.processLevel.withLock { $0 }.rawValue),
             "restart_required": .array(restartRequired.map(JSONValue.string)),
         ]
     }

@@ -180,6 +180,9 @@ import SwitchyardTestSupport
         let ok = try JSONValue.parse(try await probe.waitFor(topic: "\(base)/bridge/response/config/reload").payload)
         #expect(ok["status"] == "ok")
         try await probe.waitFor(topic: "\(base)/virtual/porch/availability", payload: "online")
+        // bridge/info says which level is in force, beside the config as written.
+        let bridgeInfo = try JSONValue.parse(try await probe.waitFor(topic: "\(base)/bridge/info").payload)
+        #expect(bridgeInfo["log_level"] == "error" && bridgeInfo["config"]?["log"]?["level"] == "info")
         bridge.signal(SIGTERM)
         #expect(try await bridge.waitForExit() == 0)
         let infoLines = bridge.outputText.split(separator: "\n").filter { $0.contains(" info ") }
