@@ -91,6 +91,17 @@ public enum PayloadBody: Sendable {
     }
 }
 
+/// The latest payload of every retained topic a transport keeps for the broker (MosquittoTransport's
+/// ledger, which re-publishes them on every connect), readable by whoever shows them (the console's feed),
+/// so that nobody keeps a second index of them. A topic being cleared reads as absent.
+public protocol RetainedStore: AnyObject, Sendable {
+    func retainedBody(_ topic: String) -> PayloadBody?
+    /// Every retained topic that begins with `prefix`, with its payload, in no particular order.
+    func retained(under prefix: String) -> [(topic: String, body: PayloadBody)]
+    /// How many retained topics begin with `prefix`.
+    func retainedCount(under prefix: String) -> Int
+}
+
 /// The broker, as the core sees it. Publishing never fails: a message the broker has not
 /// acknowledged stays in the transport's outbox and is sent after a reconnect. Every retained topic
 /// ever published is kept (latest value) and re-published on every connect, so a broker restarted
@@ -136,15 +147,29 @@ public final class InMemoryTransport: MQTTTransport {
     public let events: AsyncStream<TransportEvent>
     private let continuation: AsyncStream<TransportEvent>.Continuation
     private let state = Locked<(published: [Published], subscriptions: [String], stats: TransportStats)>(([], [], TransportStats()))
+    /// The latest body of each retained topic, as the real transport's ledger keeps it.
+    private let latest = Locked<[String: PayloadBody]>([:])
 
     public init() {
         (events, continuation) = AsyncStream.makeStream(of: TransportEvent.self)
     }
 
     public func publish(_ topic: String, _ payload: [UInt8], qos: Int, retain: Bool) {
-        state.withLock {
-            $0.published.append(Published(topic: topic, payload: String(decoding: payload, as: UTF8.self), qos: qos, retain: retain))
-            $0.stats.published += 1
+        publish([Publication(topic, payload, qos: qos, retain: retain)])
+    }
+
+    public func publish(_ batch: [Publication]) {
+        for p in batch where p.retain {
+            latest.withLock { l in
+                if case .bytes(let b) = p.body, b.isEmpty { l[p.topic] = nil } else { l[p.topic] = p.body }
+            }
+        }
+        for p in batch {
+            let payload = p.payload
+            state.withLock {
+                $0.published.append(Published(topic: p.topic, payload: String(decoding: payload, as: UTF8.self), qos: p.qos, retain: p.retain))
+                $0.stats.published += 1
+            }
         }
     }
     public func setSubscriptions(_ filters: [String]) { state.withLock { $0.subscriptions = filters } }
@@ -155,4 +180,12 @@ public final class InMemoryTransport: MQTTTransport {
     public func clear() { state.withLock { $0.published.removeAll() } }
     public func inject(_ event: TransportEvent) { continuation.yield(event) }
     public func finish() { continuation.finish() }
+}
+
+extension InMemoryTransport: RetainedStore {
+    public func retainedBody(_ topic: String) -> PayloadBody? { latest.withLock { $0[topic] } }
+    public func retained(under prefix: String) -> [(topic: String, body: PayloadBody)] {
+        latest.withLock { l in l.filter { $0.key.hasPrefix(prefix) }.map { (topic: $0.key, body: $0.value) } }
+    }
+    public func retainedCount(under prefix: String) -> Int { latest.withLock { l in l.keys.filter { $0.hasPrefix(prefix) }.count } }
 }

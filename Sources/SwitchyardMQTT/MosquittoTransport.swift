@@ -572,3 +572,10 @@ final class NetworkLoop {
         return String(cString: mosquitto_strerror(rc))
     }
 }
+
+/// The ledger's retained topics, for the console's feed (it keeps no copy of its own).
+extension MosquittoTransport: RetainedStore {
+    public func retainedBody(_ topic: String) -> PayloadBody? { shared.withLock { $0.outbox.retainedBody(topic) } }
+    public func retained(under prefix: String) -> [(topic: String, body: PayloadBody)] { shared.withLock { $0.outbox.retained(under: prefix) } }
+    public func retainedCount(under prefix: String) -> Int { shared.withLock { $0.outbox.retainedCount(under: prefix) } }
+}

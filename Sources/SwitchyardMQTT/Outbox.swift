@@ -204,6 +204,16 @@ struct Outbox {
     /// The latest payload of a retained topic the ledger holds (nil: none, or cleared and delivered).
     func retained(_ topic: String) -> [UInt8]? { ledger.find(topic).map { ledger[$0].payload.bytes } }
 
+    /// The same as the core handed it over (nil also while the topic is being cleared).
+    func retainedBody(_ topic: String) -> PayloadBody? { ledger.find(topic).flatMap { ledger[$0].payload.body } }
+
+    /// Every retained topic under `prefix` with its payload (those being cleared left out).
+    func retained(under prefix: String) -> [(topic: String, body: PayloadBody)] {
+        ledger.slots(under: prefix).compactMap { slot in ledger[slot].payload.body.map { (topic: ledger.topic(slot), body: $0) } }
+    }
+
+    func retainedCount(under prefix: String) -> Int { ledger.slots(under: prefix).count { !ledger[$0].payload.isEmpty } }
+
     /// On every (re)connect: `first` (the birth message), then every retained topic the bridge owns (by lane:
     /// states and availability before discovery and details; in first-published order within one), then
     /// every event not yet acknowledged.

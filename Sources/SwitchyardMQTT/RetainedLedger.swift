@@ -42,6 +42,16 @@ struct RetainedLedger {
             }
         }
 
+        /// As the core handed it over (short payloads kept inline come back as bytes); nil while being cleared.
+        var body: PayloadBody? {
+            switch self {
+            case .inline(0, _): return nil
+            case .inline: return .bytes(bytes)
+            case .bytes(let b): return b.isEmpty ? nil : .bytes(b)
+            case .source(let s): return .source(s)
+            }
+        }
+
         /// An empty payload: the topic is being cleared.
         var isEmpty: Bool {
             if case .inline(0, _) = self { return true }
@@ -113,6 +123,20 @@ struct RetainedLedger {
 
     /// The live slots.
     var slots: [UInt32] { (0..<UInt32(entryCount)).filter { self[$0].topicLength != 0 } }
+
+    /// The live slots whose topic begins with `prefix` (compared as bytes: no String is made for the others).
+    func slots(under prefix: String) -> [UInt32] {
+        var prefix = prefix
+        return prefix.withUTF8 { p in
+            (0..<UInt32(entryCount)).filter { slot in
+                let e = self[slot]
+                guard e.topicLength != 0, Int(e.topicLength) >= p.count else { return false }
+                return chunks[Int(e.topicAt >> 16)].withUnsafeBufferPointer { c in
+                    UnsafeBufferPointer(rebasing: c[Int(e.topicAt & 0xFFFF)..<(Int(e.topicAt & 0xFFFF) + p.count)]).elementsEqual(p)
+                }
+            }
+        }
+    }
 
     // MARK: changes
 

@@ -59,7 +59,7 @@ public enum BridgeRuntime {
                            extraServices: [any Service] = [], consoleListening: (@Sendable (String) -> Void)? = nil) async throws {
         let transport = MosquittoTransport(settings: mqttSettings(config), logger: Logger(label: "switchyard.mqtt"))
         // The console sees what the engine publishes through the transport it is given (docs/console.md).
-        let feed = config.web.enabled ? ConsoleFeed(scheme: engineSettings(config).scheme) : nil
+        let feed = config.web.enabled ? ConsoleFeed(scheme: engineSettings(config).scheme, store: transport) : nil
         let engine = BridgeEngine(settings: engineSettings(config), transport: feed.map { ObservedTransport(transport, observer: $0) } ?? transport,
                                   logger: Logger(label: "switchyard.core"))
         let console = feed.map {

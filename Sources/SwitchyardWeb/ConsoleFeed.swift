@@ -5,12 +5,13 @@ import Foundation
 #endif
 import SwitchyardCore
 
-/// What the engine publishes, kept for the pages (docs/console.md "How the page is fed"): the latest
-/// payload of every retained topic under `<base>/` (the same buffers, or payload sources, the transport's
-/// outbox holds, so only the index costs memory; a source is written when a page is sent it), the
-/// discovery configs (read on demand, never pushed), and a bounded ring of recent changes. Each open page reads the ring from its own cursor: retained topics are read again from
-/// the store when the page's turn comes (so a device that changed ten times is sent once, with its latest
-/// state), other messages (logs, events, results) come with the ring. A page that falls behind the ring's
+/// What the engine publishes, for the pages (docs/console.md "How the page is fed"): a bounded ring of
+/// recent changes, and the recent log lines. The latest payload of every retained topic (and the discovery
+/// configs, read on demand and never pushed) is read from the transport's own ledger (`RetainedStore`),
+/// which keeps it for the broker anyway: the feed holds no index of its own, and a payload source (a
+/// device's details) is written only when a page is sent it. Each open page reads the ring from its own
+/// cursor: retained topics are read from the store when the page's turn comes (so a device that changed
+/// ten times is sent once, with its latest state), other messages (logs, events, results) come with the ring. A page that falls behind the ring's
 /// start is sent everything again instead (a "resync"): nothing is ever queued per page.
 ///
 /// `published` runs on the engine's actor: one lock, a dictionary write, a ring slot, a wake-up per page.
@@ -34,9 +35,6 @@ public final class ConsoleFeed: EngineObserver, Sendable {
     }
 
     struct State {
-        var retained: [String: PayloadBody] = [:]
-        /// Discovery configs by node (`switchyard_<base>_<adapter>_<id>`), each topic → payload.
-        var discovery: [String: [String: PayloadBody]] = [:]
         /// Grows to `ringEntries` as changes come, then wraps.
         var ring: [Change?] = []
         /// Index of the oldest change in `ring`, and how many there are.
@@ -52,47 +50,34 @@ public final class ConsoleFeed: EngineObserver, Sendable {
     }
 
     public let scheme: TopicScheme
+    /// Where the latest retained payloads are read (the transport the engine publishes to).
+    let store: any RetainedStore
     let limits: Limits
     let state: Locked<State>
     let metrics: ConsoleMetrics
     let logTopic: String
     let responsePrefix: String
     let discoveryPrefix: String
-    let nodePrefix: String
 
-    public init(scheme: TopicScheme, limits: Limits = Limits()) {
+    public init(scheme: TopicScheme, store: any RetainedStore, limits: Limits = Limits()) {
         self.scheme = scheme
+        self.store = store
         self.limits = limits
         self.state = Locked(State())
         self.metrics = ConsoleMetrics()
         logTopic = scheme.bridge("log")
         responsePrefix = scheme.response("")
         discoveryPrefix = scheme.discoveryPrefix + "/"
-        nodePrefix = "switchyard_\(Naming.normaliseID(scheme.base))_"
     }
 
     // MARK: from the engine
 
+    /// Called after the transport (the store) has taken the message.
     public func published(topic: String, body: PayloadBody, retain: Bool) {
-        // Only bytes can be an empty payload (a clear): a source writes a device's details or configs.
-        let cleared: Bool
-        if case .bytes(let b) = body { cleared = b.isEmpty } else { cleared = false }
-        if topic.hasPrefix(discoveryPrefix) {
-            guard retain, let node = Self.node(ofDiscoveryTopic: topic), node.hasPrefix(nodePrefix) else { return }
-            state.withLock { s in
-                if cleared {
-                    s.discovery[node]?[topic] = nil
-                    if s.discovery[node]?.isEmpty == true { s.discovery[node] = nil }
-                } else {
-                    s.discovery[node, default: [:]][topic] = body
-                }
-            }
-            return
-        }
+        // Discovery configs are read from the store when a device page asks for them.
         guard topic.hasPrefix(scheme.base), topic.utf8.dropFirst(scheme.base.utf8.count).first == UInt8(ascii: "/") else { return }
         if retain {
             state.withLock { s in
-                if cleared { s.retained[topic] = nil } else { s.retained[topic] = body }
                 append(&s, Change(seq: s.next, topic: topic, payload: nil))
                 for w in s.wakers.values { w.yield() }
             }
@@ -200,17 +185,17 @@ public final class ConsoleFeed: EngineObserver, Sendable {
 
     /// Everything a page that opens (or falls behind) is sent: every retained topic (the bridge's own
     /// first, then devices; `excluded` prefixes left out) and the recent log lines, and the cursor to read
-    /// changes from.
+    /// changes from. The cursor is taken before the store is read: a change made meanwhile is sent again
+    /// from the ring, with the same latest payload.
     func snapshot(excluded: [String]) -> (items: [Item], cursor: UInt64) {
-        state.withLock { s in
-            var bridge: [Item] = [], rest: [Item] = []
-            let bridgePrefix = scheme.bridge("")
-            for (t, p) in s.retained where !excluded.contains(where: { t.hasPrefix($0) }) {
-                if t.hasPrefix(bridgePrefix) { bridge.append(Item(topic: t, body: p)) } else { rest.append(Item(topic: t, body: p)) }
-            }
-            bridge.sort { Self.bridgeOrder($0.topic) < Self.bridgeOrder($1.topic) }
-            return (bridge + rest + s.recentLogs.map { Item(topic: logTopic, payload: $0) }, s.next)
+        let (logs, cursor) = state.withLock { s in (s.recentLogs, s.next) }
+        var bridge: [Item] = [], rest: [Item] = []
+        let bridgePrefix = scheme.bridge("")
+        for (t, p) in store.retained(under: scheme.base + "/") where !excluded.contains(where: { t.hasPrefix($0) }) {
+            if t.hasPrefix(bridgePrefix) { bridge.append(Item(topic: t, body: p)) } else { rest.append(Item(topic: t, body: p)) }
         }
+        bridge.sort { Self.bridgeOrder($0.topic) < Self.bridgeOrder($1.topic) }
+        return (bridge + rest + logs.map { Item(topic: logTopic, payload: $0) }, cursor)
     }
 
     /// bridge/info and bridge/devices first: the page can draw with them.
@@ -245,7 +230,8 @@ public final class ConsoleFeed: EngineObserver, Sendable {
                     items.append(Item(topic: change.topic, payload: p))
                     bytes += p.count + change.topic.utf8.count
                 } else if seen.insert(change.topic).inserted {
-                    let item = Item(topic: change.topic, body: s.retained[change.topic])
+                    // The store's lock inside the feed's: the transport never calls the feed holding its own.
+                    let item = Item(topic: change.topic, body: store.retainedBody(change.topic))
                     items.append(item)
                     bytes += item.size
                 }
@@ -254,11 +240,13 @@ public final class ConsoleFeed: EngineObserver, Sendable {
         }
     }
 
-    /// The discovery configs of one device (its node), topic → payload (written here, outside the lock).
+    /// The discovery configs of one device (its node), topic → payload, from the store.
     func discoveryConfigs(adapter: String, deviceID: String) -> [(String, [UInt8])] {
         let node = DiscoveryBuilder(scheme: scheme, version: "").nodeID(adapter: adapter, deviceID: deviceID)
-        let configs = state.withLock { s in (s.discovery[node] ?? [:]).sorted { $0.key < $1.key } }
-        return configs.map { ($0.key, $0.value.bytes) }
+        return store.retained(under: discoveryPrefix)
+            .filter { Self.node(ofDiscoveryTopic: $0.topic) == node }
+            .sorted { $0.topic < $1.topic }
+            .map { ($0.topic, $0.body.bytes) }
     }
 
     /// Sends a page's command with `send` and waits for its result (or a request's response) carrying
@@ -276,5 +264,6 @@ public final class ConsoleFeed: EngineObserver, Sendable {
         return first
     }
 
-    var retainedCount: Int { state.withLock { $0.retained.count } }
+    /// The retained topics a page can be sent.
+    var retainedCount: Int { store.retainedCount(under: scheme.base + "/") }
 }

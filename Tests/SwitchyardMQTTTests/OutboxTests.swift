@@ -99,6 +99,33 @@ import SwitchyardCore
         #expect(MemoryLayout<RetainedLedger.Entry>.stride <= 40)
     }
 
+    /// What the console's feed reads instead of keeping an index of its own: the latest payload of a topic
+    /// (a short one from its inline form, a source as the source), the topics under a prefix, and nothing for
+    /// a topic being cleared or never published.
+    @Test func theLedgerIsReadByTopicAndByPrefix() {
+        final class Details: PayloadSource {
+            func payload() -> [UInt8] { Array(#"{"name":"kitchen"}"#.utf8) }
+        }
+        var o = Outbox(maxEvents: 10)
+        let long = Array(#"{"state":"ON","brightness":40,"color_mode":"color_temp"}"#.utf8)
+        o.add(topic: "sy/virtual/kitchen", payload: long, qos: 1, retain: true)
+        o.add(topic: "sy/virtual/kitchen/availability", payload: Array("online".utf8), qos: 1, retain: true)
+        o.add(Publication("sy/bridge/devices/virtual/kitchen", body: .source(Details()), retain: true))
+        o.add(topic: "sy2/virtual/porch", payload: Array("{}".utf8), qos: 1, retain: true)
+        o.add(topic: "sy/virtual/gone", payload: Array("{}".utf8), qos: 1, retain: true)
+        o.add(topic: "sy/virtual/gone", payload: [], qos: 1, retain: true)
+        o.add(topic: "sy/bridge/log", payload: Array("event".utf8), qos: 0, retain: false)
+        #expect(o.retainedBody("sy/virtual/kitchen")?.bytes == long)
+        #expect(o.retainedBody("sy/virtual/kitchen/availability")?.bytes == Array("online".utf8))
+        if case .source? = o.retainedBody("sy/bridge/devices/virtual/kitchen") {} else { Issue.record("the source was not kept as a source") }
+        #expect(o.retainedBody("sy/virtual/gone") == nil && o.retainedBody("sy/bridge/log") == nil && o.retainedBody("sy/nothing") == nil)
+        let under = o.retained(under: "sy/").map(\.topic).sorted()
+        #expect(under == ["sy/bridge/devices/virtual/kitchen", "sy/virtual/kitchen", "sy/virtual/kitchen/availability"])
+        #expect(o.retained(under: "sy/virtual/kitchen").count == 2 && o.retainedCount(under: "sy2/") == 1 && o.retainedCount(under: "sy/") == 3)
+        _ = drain(&o)
+        #expect(o.retainedBody("sy/virtual/gone") == nil && o.retainedCount(under: "sy/") == 3)
+    }
+
     /// A payload source is asked for its bytes when the message is sent, and again after a reconnect.
     @Test func aSourcedPayloadIsMadeWhenItIsSent() {
         final class Counted: PayloadSource, @unchecked Sendable {

@@ -124,29 +124,42 @@ import SwitchyardWebTesting
 @Suite struct ConsoleFeedTests {
     let scheme = TopicScheme(base: "sy")
 
+    /// A feed as the bridge runs it: each message goes to the transport, whose ledger is the feed's store,
+    /// then to the feed (ObservedTransport).
+    struct Fed {
+        let transport = InMemoryTransport()
+        let feed: ConsoleFeed
+        let observed: ObservedTransport
+        init(_ scheme: TopicScheme, limits: ConsoleFeed.Limits = ConsoleFeed.Limits()) {
+            feed = ConsoleFeed(scheme: scheme, store: transport, limits: limits)
+            observed = ObservedTransport(transport, observer: feed)
+        }
+        func published(topic: String, payload: [UInt8], retain: Bool) { observed.publish(topic, payload, qos: 1, retain: retain) }
+    }
+
     func drain(_ feed: ConsoleFeed, from cursor: UInt64) -> ([ConsoleFeed.Item], UInt64) {
         guard case .changes(let items, let next, _) = feed.read(from: cursor, budget: 1 << 20, excluded: []) else { return ([], cursor) }
         return (items, next)
     }
 
     @Test func aRetainedTopicChangedManyTimesIsSentOnceWithItsLatestPayload() {
-        let feed = ConsoleFeed(scheme: scheme)
+        let fed = Fed(scheme), feed = fed.feed
         let (_, cursor) = feed.snapshot(excluded: [])
-        for i in 0..<10 { feed.published(topic: "sy/virtual/kitchen", payload: Array("{\"brightness\":\(i)}".utf8), retain: true) }
-        feed.published(topic: "sy/bridge/log", payload: Array(#"{"level":"error","message":"x"}"#.utf8), retain: false)
-        feed.published(topic: "sy/bridge/log", payload: Array(#"{"level":"error","message":"y"}"#.utf8), retain: false)
+        for i in 0..<10 { fed.published(topic: "sy/virtual/kitchen", payload: Array("{\"brightness\":\(i)}".utf8), retain: true) }
+        fed.published(topic: "sy/bridge/log", payload: Array(#"{"level":"error","message":"x"}"#.utf8), retain: false)
+        fed.published(topic: "sy/bridge/log", payload: Array(#"{"level":"error","message":"y"}"#.utf8), retain: false)
         let (items, next) = drain(feed, from: cursor)
         #expect(items.map(\.topic) == ["sy/virtual/kitchen", "sy/bridge/log", "sy/bridge/log"])
         #expect(items.first.flatMap { $0.payload.map { String(decoding: $0, as: UTF8.self) } } == #"{"brightness":9}"#)
         #expect(drain(feed, from: next).0.isEmpty)
         // A cleared retained topic is sent as cleared (nil), and is gone from the snapshot.
-        feed.published(topic: "sy/virtual/kitchen", payload: [], retain: true)
+        fed.published(topic: "sy/virtual/kitchen", payload: [], retain: true)
         let (cleared, _) = drain(feed, from: next)
         #expect(cleared.count == 1 && cleared[0].payload == nil)
         #expect(!feed.snapshot(excluded: []).items.contains { $0.topic == "sy/virtual/kitchen" })
         // Other bases and the broker's own topics are not the console's.
-        feed.published(topic: "sy2/virtual/kitchen", payload: Array("{}".utf8), retain: true)
-        feed.published(topic: "other/x", payload: Array("{}".utf8), retain: true)
+        fed.published(topic: "sy2/virtual/kitchen", payload: Array("{}".utf8), retain: true)
+        fed.published(topic: "other/x", payload: Array("{}".utf8), retain: true)
         #expect(feed.retainedCount == 0)
     }
 
@@ -161,8 +174,8 @@ import SwitchyardWebTesting
                 return Array(#"{"name":"kitchen"}"#.utf8)
             }
         }
-        let feed = ConsoleFeed(scheme: scheme)
-        let transport = ObservedTransport(InMemoryTransport(), observer: feed)
+        let fed = Fed(scheme)
+        let feed = fed.feed, transport = fed.observed
         let details = Counting(), config = Counting()
         let (_, cursor) = feed.snapshot(excluded: [])
         transport.publish([Publication("sy/bridge/devices/virtual/kitchen", body: .source(details), retain: true),
@@ -196,15 +209,15 @@ import SwitchyardWebTesting
     @Test func aPageBehindTheRingIsToldToStartAgain() {
         var limits = ConsoleFeed.Limits()
         limits.ringEntries = 8
-        let feed = ConsoleFeed(scheme: scheme, limits: limits)
+        let fed = Fed(scheme, limits: limits), feed = fed.feed
         let (_, cursor) = feed.snapshot(excluded: [])
-        for i in 0..<8 { feed.published(topic: "sy/virtual/l\(i)", payload: Array("{}".utf8), retain: true) }
+        for i in 0..<8 { fed.published(topic: "sy/virtual/l\(i)", payload: Array("{}".utf8), retain: true) }
         guard case .changes(let items, _, _) = feed.read(from: cursor, budget: 1 << 20, excluded: []) else { Issue.record("behind too early"); return }
         #expect(items.count == 8)
-        feed.published(topic: "sy/virtual/l9", payload: Array("{}".utf8), retain: true)
+        fed.published(topic: "sy/virtual/l9", payload: Array("{}".utf8), retain: true)
         guard case .behind = feed.read(from: cursor, budget: 1 << 20, excluded: []) else { Issue.record("not behind"); return }
         // The snapshot has everything, bridge/info first.
-        feed.published(topic: "sy/bridge/info", payload: Array("{}".utf8), retain: true)
+        fed.published(topic: "sy/bridge/info", payload: Array("{}".utf8), retain: true)
         let snap = feed.snapshot(excluded: [])
         #expect(snap.items.first?.topic == "sy/bridge/info" && snap.items.count == 10)
     }
@@ -213,20 +226,20 @@ import SwitchyardWebTesting
         var limits = ConsoleFeed.Limits()
         limits.ringEventBytes = 1000
         limits.recentLogs = 3
-        let feed = ConsoleFeed(scheme: scheme, limits: limits)
+        let fed = Fed(scheme, limits: limits), feed = fed.feed
         let line = Array(String(repeating: "x", count: 300).utf8)
-        for _ in 0..<10 { feed.published(topic: "sy/bridge/log", payload: line, retain: false) }
+        for _ in 0..<10 { fed.published(topic: "sy/bridge/log", payload: line, retain: false) }
         #expect(feed.state.withLock { $0.eventBytes } <= 1000)
         #expect(feed.state.withLock { $0.recentLogs.count } == 3)
         #expect(feed.snapshot(excluded: []).items.count == 3)
     }
 
     @Test func aBatchStopsAtItsBudgetAndMirrorsCanBeLeftOut() {
-        let feed = ConsoleFeed(scheme: scheme)
+        let fed = Fed(scheme), feed = fed.feed
         let (_, cursor) = feed.snapshot(excluded: [])
         let big = Array(repeating: UInt8(ascii: "a"), count: 600)
-        for i in 0..<5 { feed.published(topic: "sy/ha/sensor/s\(i)/state", payload: big, retain: true) }
-        feed.published(topic: "sy/virtual/kitchen", payload: big, retain: true)
+        for i in 0..<5 { fed.published(topic: "sy/ha/sensor/s\(i)/state", payload: big, retain: true) }
+        fed.published(topic: "sy/virtual/kitchen", payload: big, retain: true)
         guard case .changes(let first, let next, let more) = feed.read(from: cursor, budget: 1000, excluded: []) else { Issue.record("behind"); return }
         #expect(first.count == 2 && more)
         guard case .changes(let rest, _, _) = feed.read(from: next, budget: 1 << 20, excluded: ["sy/ha/"]) else { Issue.record("behind"); return }
@@ -235,24 +248,24 @@ import SwitchyardWebTesting
     }
 
     @Test func discoveryConfigsAreKeptByDeviceAndNeverPushed() {
-        let feed = ConsoleFeed(scheme: scheme)
+        let fed = Fed(scheme), feed = fed.feed
         let node = DiscoveryBuilder(scheme: scheme, version: "").nodeID(adapter: "virtual", deviceID: "kitchen")
-        feed.published(topic: "homeassistant/light/\(node)/light/config", payload: Array(#"{"name":null}"#.utf8), retain: true)
-        feed.published(topic: "homeassistant/sensor/\(node)/rssi/config", payload: Array(#"{"name":"RSSI"}"#.utf8), retain: true)
-        feed.published(topic: "homeassistant/light/someone_else_1/light/config", payload: Array("{}".utf8), retain: true)
+        fed.published(topic: "homeassistant/light/\(node)/light/config", payload: Array(#"{"name":null}"#.utf8), retain: true)
+        fed.published(topic: "homeassistant/sensor/\(node)/rssi/config", payload: Array(#"{"name":"RSSI"}"#.utf8), retain: true)
+        fed.published(topic: "homeassistant/light/someone_else_1/light/config", payload: Array("{}".utf8), retain: true)
         #expect(feed.discoveryConfigs(adapter: "virtual", deviceID: "kitchen").map(\.0)
                 == ["homeassistant/light/\(node)/light/config", "homeassistant/sensor/\(node)/rssi/config"])
         #expect(feed.snapshot(excluded: []).items.isEmpty)
-        feed.published(topic: "homeassistant/sensor/\(node)/rssi/config", payload: [], retain: true)
+        fed.published(topic: "homeassistant/sensor/\(node)/rssi/config", payload: [], retain: true)
         #expect(feed.discoveryConfigs(adapter: "virtual", deviceID: "kitchen").count == 1)
     }
 
     @Test func aCommandIsAnsweredByTheResultWithItsTransaction() async {
-        let feed = ConsoleFeed(scheme: scheme)
+        let fed = Fed(scheme), feed = fed.feed
         let answer = await feed.awaitAnswer("console-t-1", timeout: 10) {
             // Someone else's result first, then ours.
-            feed.published(topic: "sy/virtual/kitchen/result", payload: Array(#"{"transaction":"other","status":"ok"}"#.utf8), retain: false)
-            feed.published(topic: "sy/virtual/kitchen/result",
+            fed.published(topic: "sy/virtual/kitchen/result", payload: Array(#"{"transaction":"other","status":"ok"}"#.utf8), retain: false)
+            fed.published(topic: "sy/virtual/kitchen/result",
                            payload: Array(#"{"transaction":"console-t-1","status":"error","error":"brightness: 150 is out of range 0–100"}"#.utf8),
                            retain: false)
         }
@@ -263,12 +276,12 @@ import SwitchyardWebTesting
     }
 
     @Test func commandOutcomesAndRefusalsAreCounted() {
-        let feed = ConsoleFeed(scheme: scheme)
+        let fed = Fed(scheme), feed = fed.feed
         feed.commandFinished(adapter: "virtual", ok: true, seconds: 0.003)
         feed.commandFinished(adapter: "virtual", ok: false, seconds: 0.2)
         feed.commandRefused(topic: "sy/virtual/kitchen/set")
         feed.commandRefused(topic: "sy/bridge/request/x")   // not a command
-        feed.published(topic: "sy/bridge/log", payload: Array(#"{"level":"error","message":"x"}"#.utf8), retain: false)
+        fed.published(topic: "sy/bridge/log", payload: Array(#"{"level":"error","message":"x"}"#.utf8), retain: false)
         let text = String(decoding: feed.metrics.exposition(), as: UTF8.self)
         let samples = PrometheusText.samples(text)
         #expect(samples[#"switchyard_commands_total{adapter="virtual",result="ok"}"#] == 1)

@@ -37,7 +37,7 @@ final class InProcessConsole: Sendable {
         quiet.logLevel = .critical
         let transport = InMemoryTransport()
         let scheme = TopicScheme(base: "b")
-        let feed = ConsoleFeed(scheme: scheme)
+        let feed = ConsoleFeed(scheme: scheme, store: transport)
         let engine = BridgeEngine(settings: EngineSettings(scheme: scheme, discovery: true, version: "test", healthInterval: 3600),
                                   transport: ObservedTransport(transport, observer: feed), logger: quiet)
         await engine.observe(feed)
