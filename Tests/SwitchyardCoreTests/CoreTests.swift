@@ -77,6 +77,44 @@ import Foundation
         #expect(scheme.classify("other/lifx/kitchen/set") == .other)
     }
 
+    /// The reading by separators against the plain one (split into levels, joined again) over every topic
+    /// made of up to six levels from a set of awkward ones: empty levels, `set`/`get` anywhere, a trailing
+    /// separator, non-ASCII.
+    @Test func classifyingBySeparatorsAgreesWithSplittingIntoLevels() {
+        func byLevels(_ topic: String) -> TopicScheme.Inbound {
+            guard topic.hasPrefix("switchyard/") else { return .other }
+            let rest = topic.dropFirst("switchyard/".count)
+            if rest.hasPrefix("bridge/request/") { return scheme.classify(topic) }
+            let parts = rest.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+            guard parts.count >= 3, parts[0] != "bridge" else { return .other }
+            if parts.last == "get" {
+                let device = parts[1..<(parts.count - 1)].joined(separator: "/")
+                return device.isEmpty ? .other : .get(adapter: parts[0], device: device)
+            }
+            if parts.last == "set" {
+                let device = parts[1..<(parts.count - 1)].joined(separator: "/")
+                return device.isEmpty ? .other : .set(adapter: parts[0], device: device, field: nil)
+            }
+            if parts.count >= 4, parts[parts.count - 2] == "set" {
+                let device = parts[1..<(parts.count - 2)].joined(separator: "/")
+                let field = parts[parts.count - 1]
+                return device.isEmpty || field.isEmpty ? .other : .set(adapter: parts[0], device: device, field: field)
+            }
+            return .other
+        }
+        let levels = ["", "set", "get", "lifx", "bridge", "kitchen", "brightness", "küche", "💡"]
+        var topics = ["switchyard/"]
+        var checked = 0
+        var differ: [String] = []
+        for _ in 0..<5 {
+            topics = topics.flatMap { t in levels.map { t.hasSuffix("/") ? t + $0 : t + "/" + $0 } }
+            for t in topics where scheme.classify(t) != byLevels(t) { differ.append(t) }
+            checked += topics.count
+        }
+        #expect(differ.isEmpty, "\(differ.count) differ: \(differ.prefix(5))")
+        #expect(checked > 60_000)
+    }
+
     @Test func subscriptionsCoverEveryNameDepthWithoutTheWholeTree() {
         let f = scheme.commandFilters(depths: [1, 3])
         #expect(f.contains("switchyard/+/+/set"))
