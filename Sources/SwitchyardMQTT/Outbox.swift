@@ -207,9 +207,10 @@ struct Outbox {
     /// The same as the core handed it over (nil also while the topic is being cleared).
     func retainedBody(_ topic: String) -> PayloadBody? { ledger.find(topic).flatMap { ledger[$0].payload.body } }
 
-    /// Every retained topic under `prefix` with its payload (those being cleared left out).
-    func retained(under prefix: String) -> [(topic: String, body: PayloadBody)] {
-        ledger.slots(under: prefix).compactMap { slot in ledger[slot].payload.body.map { (topic: ledger.topic(slot), body: $0) } }
+    /// Every retained topic under `prefix` (and containing `infix` past it) with its payload (those being
+    /// cleared left out).
+    func retained(under prefix: String, containing infix: String? = nil) -> [(topic: String, body: PayloadBody)] {
+        ledger.slots(under: prefix, containing: infix).compactMap { slot in ledger[slot].payload.body.map { (topic: ledger.topic(slot), body: $0) } }
     }
 
     func retainedCount(under prefix: String) -> Int { ledger.slots(under: prefix).count { !ledger[$0].payload.isEmpty } }

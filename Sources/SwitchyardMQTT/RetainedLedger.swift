@@ -124,18 +124,29 @@ struct RetainedLedger {
     /// The live slots.
     var slots: [UInt32] { (0..<UInt32(entryCount)).filter { self[$0].topicLength != 0 } }
 
-    /// The live slots whose topic begins with `prefix` (compared as bytes: no String is made for the others).
-    func slots(under prefix: String) -> [UInt32] {
-        var prefix = prefix
-        return prefix.withUTF8 { p in
-            (0..<UInt32(entryCount)).filter { slot in
-                let e = self[slot]
-                guard e.topicLength != 0, Int(e.topicLength) >= p.count else { return false }
-                return chunks[Int(e.topicAt >> 16)].withUnsafeBufferPointer { c in
-                    UnsafeBufferPointer(rebasing: c[Int(e.topicAt & 0xFFFF)..<(Int(e.topicAt & 0xFFFF) + p.count)]).elementsEqual(p)
-                }
+    /// The live slots whose topic begins with `prefix` and, past it, contains `infix` (if given), compared as
+    /// bytes: no String is made for the others.
+    func slots(under prefix: String, containing infix: String? = nil) -> [UInt32] {
+        let p = Array(prefix.utf8), inner = infix.map { Array($0.utf8) } ?? []
+        return (0..<UInt32(entryCount)).filter { slot in
+            let e = self[slot]
+            guard e.topicLength != 0, Int(e.topicLength) >= p.count + inner.count else { return false }
+            return chunks[Int(e.topicAt >> 16)].withUnsafeBufferPointer { c in
+                let t = UnsafeBufferPointer(rebasing: c[Int(e.topicAt & 0xFFFF)..<(Int(e.topicAt & 0xFFFF) + Int(e.topicLength))])
+                guard t.prefix(p.count).elementsEqual(p) else { return false }
+                return inner.isEmpty || Self.contains(UnsafeBufferPointer(rebasing: t[p.count...]), inner)
             }
         }
+    }
+
+    static func contains(_ haystack: UnsafeBufferPointer<UInt8>, _ needle: [UInt8]) -> Bool {
+        guard let first = needle.first, haystack.count >= needle.count else { return false }
+        var i = 0
+        while i + needle.count <= haystack.count {
+            if haystack[i] == first && UnsafeBufferPointer(rebasing: haystack[i..<(i + needle.count)]).elementsEqual(needle) { return true }
+            i += 1
+        }
+        return false
     }
 
     // MARK: changes

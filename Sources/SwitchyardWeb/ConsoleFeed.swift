@@ -11,10 +11,11 @@ import SwitchyardCore
 /// which keeps it for the broker anyway: the feed holds no index of its own, and a payload source (a
 /// device's details) is written only when a page is sent it. Each open page reads the ring from its own
 /// cursor: retained topics are read from the store when the page's turn comes (so a device that changed
-/// ten times is sent once, with its latest state), other messages (logs, events, results) come with the ring. A page that falls behind the ring's
-/// start is sent everything again instead (a "resync"): nothing is ever queued per page.
+/// ten times is sent once, with its latest state), other messages (logs, events, results) come with the
+/// ring. A page that falls behind the ring's start is sent everything again instead (a "resync"): nothing
+/// is ever queued per page.
 ///
-/// `published` runs on the engine's actor: one lock, a dictionary write, a ring slot, a wake-up per page.
+/// `published` runs on the engine's actor: one lock, a ring slot, a wake-up per page.
 public final class ConsoleFeed: EngineObserver, Sendable {
     public struct Limits: Sendable {
         /// Changes kept in the ring.
@@ -191,7 +192,7 @@ public final class ConsoleFeed: EngineObserver, Sendable {
         let (logs, cursor) = state.withLock { s in (s.recentLogs, s.next) }
         var bridge: [Item] = [], rest: [Item] = []
         let bridgePrefix = scheme.bridge("")
-        for (t, p) in store.retained(under: scheme.base + "/") where !excluded.contains(where: { t.hasPrefix($0) }) {
+        for (t, p) in store.retained(under: scheme.base + "/", containing: nil) where !excluded.contains(where: { t.hasPrefix($0) }) {
             if t.hasPrefix(bridgePrefix) { bridge.append(Item(topic: t, body: p)) } else { rest.append(Item(topic: t, body: p)) }
         }
         bridge.sort { Self.bridgeOrder($0.topic) < Self.bridgeOrder($1.topic) }
@@ -243,7 +244,7 @@ public final class ConsoleFeed: EngineObserver, Sendable {
     /// The discovery configs of one device (its node), topic → payload, from the store.
     func discoveryConfigs(adapter: String, deviceID: String) -> [(String, [UInt8])] {
         let node = DiscoveryBuilder(scheme: scheme, version: "").nodeID(adapter: adapter, deviceID: deviceID)
-        return store.retained(under: discoveryPrefix)
+        return store.retained(under: discoveryPrefix, containing: "/\(node)/")
             .filter { Self.node(ofDiscoveryTopic: $0.topic) == node }
             .sorted { $0.topic < $1.topic }
             .map { ($0.topic, $0.body.bytes) }

@@ -122,6 +122,9 @@ import SwitchyardCore
         let under = o.retained(under: "sy/").map(\.topic).sorted()
         #expect(under == ["sy/bridge/devices/virtual/kitchen", "sy/virtual/kitchen", "sy/virtual/kitchen/availability"])
         #expect(o.retained(under: "sy/virtual/kitchen").count == 2 && o.retainedCount(under: "sy2/") == 1 && o.retainedCount(under: "sy/") == 3)
+        // A level inside the topic, past the prefix (a device's discovery node).
+        #expect(o.retained(under: "sy/", containing: "/virtual/").map(\.topic) == ["sy/bridge/devices/virtual/kitchen"])
+        #expect(o.retained(under: "sy/virtual/", containing: "/availability").map(\.topic) == ["sy/virtual/kitchen/availability"])
         _ = drain(&o)
         #expect(o.retainedBody("sy/virtual/gone") == nil && o.retainedCount(under: "sy/") == 3)
     }
