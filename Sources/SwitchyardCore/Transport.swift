@@ -96,9 +96,9 @@ public enum PayloadBody: Sendable {
 /// so that nobody keeps a second index of them. A topic being cleared reads as absent.
 public protocol RetainedStore: AnyObject, Sendable {
     func retainedBody(_ topic: String) -> PayloadBody?
-    /// Every retained topic that begins with `prefix` and, past it, contains `infix` (when given), with its
-    /// payload, in no particular order.
-    func retained(under prefix: String, containing infix: String?) -> [(topic: String, body: PayloadBody)]
+    /// Every retained topic that begins with `prefix` and, past it, contains `infix` (when given), and begins
+    /// with none of `excluding`, with its payload, in no particular order.
+    func retained(under prefix: String, containing infix: String?, excluding: [String]) -> [(topic: String, body: PayloadBody)]
     /// How many retained topics begin with `prefix`.
     func retainedCount(under prefix: String) -> Int
 }
@@ -185,10 +185,12 @@ public final class InMemoryTransport: MQTTTransport {
 
 extension InMemoryTransport: RetainedStore {
     public func retainedBody(_ topic: String) -> PayloadBody? { latest.withLock { $0[topic] } }
-    public func retained(under prefix: String, containing infix: String?) -> [(topic: String, body: PayloadBody)] {
+    public func retained(under prefix: String, containing infix: String?, excluding: [String]) -> [(topic: String, body: PayloadBody)] {
         latest.withLock { l in
-            l.filter { topic, _ in topic.hasPrefix(prefix) && (infix.map { topic.dropFirst(prefix.count).contains($0) } ?? true) }
-                .map { (topic: $0.key, body: $0.value) }
+            l.filter { topic, _ in
+                topic.hasPrefix(prefix) && (infix.map { topic.dropFirst(prefix.count).contains($0) } ?? true)
+                    && !excluding.contains { topic.hasPrefix($0) }
+            }.map { (topic: $0.key, body: $0.value) }
         }
     }
     public func retainedCount(under prefix: String) -> Int { latest.withLock { l in l.keys.filter { $0.hasPrefix(prefix) }.count } }

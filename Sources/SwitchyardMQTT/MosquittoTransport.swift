@@ -576,8 +576,8 @@ final class NetworkLoop {
 /// The ledger's retained topics, for the console's feed (it keeps no copy of its own).
 extension MosquittoTransport: RetainedStore {
     public func retainedBody(_ topic: String) -> PayloadBody? { shared.withLock { $0.outbox.retainedBody(topic) } }
-    public func retained(under prefix: String, containing infix: String?) -> [(topic: String, body: PayloadBody)] {
-        shared.withLock { $0.outbox.retained(under: prefix, containing: infix) }
+    public func retained(under prefix: String, containing infix: String?, excluding: [String]) -> [(topic: String, body: PayloadBody)] {
+        shared.withLock { $0.outbox.retained(under: prefix, containing: infix, excluding: excluding) }
     }
     public func retainedCount(under prefix: String) -> Int { shared.withLock { $0.outbox.retainedCount(under: prefix) } }
 }

@@ -207,10 +207,12 @@ struct Outbox {
     /// The same as the core handed it over (nil also while the topic is being cleared).
     func retainedBody(_ topic: String) -> PayloadBody? { ledger.find(topic).flatMap { ledger[$0].payload.body } }
 
-    /// Every retained topic under `prefix` (and containing `infix` past it) with its payload (those being
-    /// cleared left out).
-    func retained(under prefix: String, containing infix: String? = nil) -> [(topic: String, body: PayloadBody)] {
-        ledger.slots(under: prefix, containing: infix).compactMap { slot in ledger[slot].payload.body.map { (topic: ledger.topic(slot), body: $0) } }
+    /// Every retained topic under `prefix` (containing `infix` past it, under none of `excluding`) with its
+    /// payload (those being cleared left out).
+    func retained(under prefix: String, containing infix: String? = nil, excluding: [String] = []) -> [(topic: String, body: PayloadBody)] {
+        ledger.slots(under: prefix, containing: infix, excluding: excluding).compactMap { slot in
+            ledger[slot].payload.body.map { (topic: ledger.topic(slot), body: $0) }
+        }
     }
 
     func retainedCount(under prefix: String) -> Int { ledger.slots(under: prefix).count { !ledger[$0].payload.isEmpty } }

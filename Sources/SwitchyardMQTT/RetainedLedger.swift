@@ -124,16 +124,18 @@ struct RetainedLedger {
     /// The live slots.
     var slots: [UInt32] { (0..<UInt32(entryCount)).filter { self[$0].topicLength != 0 } }
 
-    /// The live slots whose topic begins with `prefix` and, past it, contains `infix` (if given), compared as
-    /// bytes: no String is made for the others.
-    func slots(under prefix: String, containing infix: String? = nil) -> [UInt32] {
-        let p = Array(prefix.utf8), inner = infix.map { Array($0.utf8) } ?? []
+    /// The live slots whose topic begins with `prefix`, past it contains `infix` (if given), and begins with
+    /// none of `excluding`, compared as bytes: no String is made for the others.
+    func slots(under prefix: String, containing infix: String? = nil, excluding: [String] = []) -> [UInt32] {
+        let p = Array(prefix.utf8), inner = infix.map { Array($0.utf8) } ?? [], out = excluding.map { Array($0.utf8) }
         return (0..<UInt32(entryCount)).filter { slot in
             let e = self[slot]
             guard e.topicLength != 0, Int(e.topicLength) >= p.count + inner.count else { return false }
             return chunks[Int(e.topicAt >> 16)].withUnsafeBufferPointer { c in
                 let t = UnsafeBufferPointer(rebasing: c[Int(e.topicAt & 0xFFFF)..<(Int(e.topicAt & 0xFFFF) + Int(e.topicLength))])
-                guard t.prefix(p.count).elementsEqual(p) else { return false }
+                guard t.prefix(p.count).elementsEqual(p), !out.contains(where: { t.count >= $0.count && t.prefix($0.count).elementsEqual($0) }) else {
+                    return false
+                }
                 return inner.isEmpty || Self.contains(UnsafeBufferPointer(rebasing: t[p.count...]), inner)
             }
         }

@@ -75,7 +75,9 @@ public final class ConsoleFeed: EngineObserver, Sendable {
 
     /// Called after the transport (the store) has taken the message.
     public func published(topic: String, body: PayloadBody, retain: Bool) {
-        // Discovery configs are read from the store when a device page asks for them.
+        // Discovery configs are read from the store when a device page asks for them (the discovery prefix
+        // may lie under the base topic: they are never pushed).
+        if topic.hasPrefix(discoveryPrefix) { return }
         guard topic.hasPrefix(scheme.base), topic.utf8.dropFirst(scheme.base.utf8.count).first == UInt8(ascii: "/") else { return }
         if retain {
             state.withLock { s in
@@ -192,7 +194,9 @@ public final class ConsoleFeed: EngineObserver, Sendable {
         let (logs, cursor) = state.withLock { s in (s.recentLogs, s.next) }
         var bridge: [Item] = [], rest: [Item] = []
         let bridgePrefix = scheme.bridge("")
-        for (t, p) in store.retained(under: scheme.base + "/", containing: nil) where !excluded.contains(where: { t.hasPrefix($0) }) {
+        // Never pushed: discovery configs, and the transport's own birth and last-will topic, which it writes
+        // to its ledger directly (the engine never publishes it, so a page would get no change of it).
+        for (t, p) in store.retained(under: scheme.base + "/", containing: nil, excluding: excluded + [discoveryPrefix]) where t != scheme.bridgeState {
             if t.hasPrefix(bridgePrefix) { bridge.append(Item(topic: t, body: p)) } else { rest.append(Item(topic: t, body: p)) }
         }
         bridge.sort { Self.bridgeOrder($0.topic) < Self.bridgeOrder($1.topic) }
@@ -244,7 +248,7 @@ public final class ConsoleFeed: EngineObserver, Sendable {
     /// The discovery configs of one device (its node), topic → payload, from the store.
     func discoveryConfigs(adapter: String, deviceID: String) -> [(String, [UInt8])] {
         let node = DiscoveryBuilder(scheme: scheme, version: "").nodeID(adapter: adapter, deviceID: deviceID)
-        return store.retained(under: discoveryPrefix, containing: "/\(node)/")
+        return store.retained(under: discoveryPrefix, containing: "/\(node)/", excluding: [])
             .filter { Self.node(ofDiscoveryTopic: $0.topic) == node }
             .sorted { $0.topic < $1.topic }
             .map { ($0.topic, $0.body.bytes) }
@@ -265,6 +269,10 @@ public final class ConsoleFeed: EngineObserver, Sendable {
         return first
     }
 
-    /// The retained topics a page can be sent.
-    var retainedCount: Int { store.retainedCount(under: scheme.base + "/") }
+    /// The retained topics under the base topic in the store (what a snapshot sends, give or take the
+    /// bridge's state), discovery configs left out where their prefix lies under the base.
+    var retainedCount: Int {
+        let base = scheme.base + "/"
+        return store.retainedCount(under: base) - (discoveryPrefix.hasPrefix(base) ? store.retainedCount(under: discoveryPrefix) : 0)
+    }
 }

@@ -125,6 +125,7 @@ import SwitchyardCore
         // A level inside the topic, past the prefix (a device's discovery node).
         #expect(o.retained(under: "sy/", containing: "/virtual/").map(\.topic) == ["sy/bridge/devices/virtual/kitchen"])
         #expect(o.retained(under: "sy/virtual/", containing: "/availability").map(\.topic) == ["sy/virtual/kitchen/availability"])
+        #expect(o.retained(under: "sy/", excluding: ["sy/virtual/"]).map(\.topic) == ["sy/bridge/devices/virtual/kitchen"])
         _ = drain(&o)
         #expect(o.retainedBody("sy/virtual/gone") == nil && o.retainedCount(under: "sy/") == 3)
     }

@@ -260,6 +260,23 @@ import SwitchyardWebTesting
         #expect(feed.discoveryConfigs(adapter: "virtual", deviceID: "kitchen").count == 1)
     }
 
+    /// Discovery configs are never pushed, also when their prefix lies under the base topic (a config may
+    /// say `homeassistant.prefix: sy/discovery`); the bridge's state, which the transport writes to its
+    /// ledger without the engine, is not sent either: a page would never get a change of it.
+    @Test func discoveryUnderTheBaseAndTheBirthTopicAreNotPushed() {
+        let scheme = TopicScheme(base: "sy", discoveryPrefix: "sy/discovery")
+        let fed = Fed(scheme), feed = fed.feed
+        let (_, cursor) = feed.snapshot(excluded: [])
+        let node = DiscoveryBuilder(scheme: scheme, version: "").nodeID(adapter: "virtual", deviceID: "kitchen")
+        fed.published(topic: "sy/discovery/light/\(node)/light/config", payload: Array(#"{"name":null}"#.utf8), retain: true)
+        fed.published(topic: "sy/virtual/kitchen", payload: Array(#"{"state":"ON"}"#.utf8), retain: true)
+        fed.transport.publish("sy/bridge/state", Array("online".utf8), qos: 1, retain: true)
+        #expect(drain(feed, from: cursor).0.map(\.topic) == ["sy/virtual/kitchen"])
+        #expect(feed.snapshot(excluded: []).items.map(\.topic) == ["sy/virtual/kitchen"])
+        #expect(feed.retainedCount == 2)
+        #expect(feed.discoveryConfigs(adapter: "virtual", deviceID: "kitchen").map(\.0) == ["sy/discovery/light/\(node)/light/config"])
+    }
+
     @Test func aCommandIsAnsweredByTheResultWithItsTransaction() async {
         let fed = Fed(scheme), feed = fed.feed
         let answer = await feed.awaitAnswer("console-t-1", timeout: 10) {
