@@ -63,18 +63,24 @@ public struct DiscoveryBuilder: Sendable {
         let stateTopic = scheme.device(adapter: adapter, name: name)
         let setTopic = scheme.set(adapter: adapter, name: name)
         let objectBase = Naming.slug(name).isEmpty ? Naming.normaliseID(d.id) : Naming.slug(name)
-        // A part (a Ceiling's uplight) joins the device it is part of: same identifiers and name, so Home
-        // Assistant shows one device with the part as one more entity.
         var deviceBlock: [String: JSONValue] = [
-            "identifiers": [.string(d.partOf.map { nodeID(adapter: adapter, deviceID: $0.parentID) } ?? node)],
-            "name": .string(d.partOf?.parentName ?? d.humanName),
+            "identifiers": [.string(node)],
+            "name": .string(d.humanName),
             "via_device": .string(bridgeNode),
         ]
-        if let m = d.model { deviceBlock["model"] = .string(m) }
-        if let m = d.manufacturer { deviceBlock["manufacturer"] = .string(m) }
-        if let v = d.swVersion { deviceBlock["sw_version"] = .string(v) }
-        if let v = d.hwVersion { deviceBlock["hw_version"] = .string(v) }
-        if let a = d.suggestedArea { deviceBlock["suggested_area"] = .string(a) }
+        if let part = d.partOf {
+            // A part (a Ceiling's uplight) joins the device it is part of: its identifiers and name only, so
+            // Home Assistant shows one device with the part as one more entity, and the device's own config
+            // alone says its model, versions and area (the adapter lists the device before its parts).
+            deviceBlock["identifiers"] = [.string(nodeID(adapter: adapter, deviceID: part.parentID))]
+            deviceBlock["name"] = .string(part.parentName)
+        } else {
+            if let m = d.model { deviceBlock["model"] = .string(m) }
+            if let m = d.manufacturer { deviceBlock["manufacturer"] = .string(m) }
+            if let v = d.swVersion { deviceBlock["sw_version"] = .string(v) }
+            if let v = d.hwVersion { deviceBlock["hw_version"] = .string(v) }
+            if let a = d.suggestedArea { deviceBlock["suggested_area"] = .string(a) }
+        }
         let common: [String: JSONValue] = [
             "availability": [
                 ["topic": .string(scheme.bridgeState)],

@@ -380,7 +380,7 @@ import Foundation
         #expect(upLight.topic == "homeassistant/light/switchyard_switchyard_lifx_d073d5000001_uplight/light/config")
         #expect(upLight.payload["device"]?["identifiers"] == ["switchyard_switchyard_lifx_d073d5000001"])
         #expect(upLight.payload["device"]?["identifiers"] == wholeLight.payload["device"]?["identifiers"])
-        #expect(upLight.payload["device"]?["name"] == "Living Ceiling")
+        #expect(upLight.payload["device"]?["name"] == "Living Ceiling" && upLight.payload["device"]?["model"] == nil)
         #expect(upLight.payload["name"] == "Uplight")
         #expect(upLight.payload["unique_id"] != wholeLight.payload["unique_id"])
         #expect(upLight.payload["default_entity_id"] == "light.living_ceiling_uplight")

@@ -97,6 +97,12 @@ import Testing
             return Announced(topic: topic, component: String(parts[1]), config: config)
         }
         #expect(announced.count > 60, "only \(announced.count) discovery configs")
+        // Each device's own name, from the configs of its own node (a part names another node's device).
+        var deviceNames: [String: String] = [:]
+        for a in announced {
+            let topicNode = String(a.topic.split(separator: "/")[2])
+            if a.config["device"]?["identifiers"] == [.string(topicNode)], let n = a.config["device"]?["name"]?.stringValue { deviceNames[topicNode] = n }
+        }
         let bridgeNode = "\(node)bridge"
         var problems: [String] = []
         for a in announced {
@@ -112,7 +118,14 @@ import Testing
             // Names: the main entity takes the device's name; the others have a short one of their own. A part
             // of another device (a Ceiling's uplight, whose configs name that device) is named for the part.
             let main = ["light", "switch", "scene"].contains(a.component) && a.topic.hasSuffix("/\(a.component)/config")
-            let isPart = !isBridge && device?["identifiers"] != [.string(String(a.topic.split(separator: "/")[2]))]
+            let ownNode = String(a.topic.split(separator: "/")[2])
+            let isPart = !isBridge && device?["identifiers"] != [.string(ownNode)]
+            if isPart {
+                // A part names another announced device, as that device names itself.
+                let other = device?["identifiers"]?.arrayValue?.first?.stringValue ?? ""
+                if deviceNames[other] == nil { problem("names device \(other), which is not announced") }
+                else if deviceNames[other] != deviceName { problem("names device \(other) '\(deviceName)', which calls itself '\(deviceNames[other]!)'") }
+            }
             if main && !isPart { if c["name"] != .null { problem("main entity named \(c["name"]!.serialized)") } }
             else if (c["name"]?.stringValue ?? "").isEmpty { problem("entity without a name") }
             if c["entity_category"] == "config", !["number", "select", "switch", "button", "text"].contains(a.component) {

@@ -105,8 +105,8 @@ enum LIFXDescriptors {
     }
 
     /// A Ceiling's uplight or downlight: a light of its own (state, brightness, colour, colour temperature)
-    /// with topics of its own, and in Home Assistant one more light of the Ceiling's device (`partOf`), so
-    /// it carries the Ceiling's model, firmware and room, which Home Assistant keeps for the one device.
+    /// with topics of its own, and in Home Assistant one more light of the Ceiling's device (`partOf`, listed
+    /// after the Ceiling); its details say the Ceiling's model and firmware.
     static func part(_ p: LIFXCeilingPart, of l: LIFXLight, _ settings: LIFXSettings) -> DeviceDescriptor {
         let ceiling = light(l, settings)
         // The Ceiling's own Connected entity says it for all three lights.
