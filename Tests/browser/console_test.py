@@ -237,6 +237,11 @@ def run(driver):
     wait(lambda: "running" in driver.find_element(By.ID, "adapter-table").text, "adapter statuses")
     config = driver.find_element(By.ID, "config").text
     check('"token": "***"' in config and "demo-token" not in config, "the effective config, secrets as ***")
+    # The level in force (the demo runs with --log-level warning), as bridge/info says it.
+    level = json.loads(retained(f"{base}/bridge/info")).get("log_level")
+    facts = driver.execute_script("""return [...document.querySelectorAll('#bridge-facts dt')]
+        .map(dt => [dt.textContent, dt.nextElementSibling?.textContent]);""")
+    check(level == "warning" and ["Log level", level] in facts, f"the log level in force: {level!r} in {facts!r}")
     driver.find_element(By.CSS_SELECTOR, "[data-request=republish]").click()
     wait(lambda: "republish: ok" in driver.find_element(By.ID, "request-result").text, "republish answered")
     check(True, "a bridge request from the page is answered")

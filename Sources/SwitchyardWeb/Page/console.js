@@ -543,7 +543,7 @@ function renderBridge() {
   const info = S.info ?? {};
   facts($('bridge-facts'), [['Version', info.version ?? '?'], ['Started', info.started_at ?? '?'], ['Broker', info.broker ?? '?'],
     ['Base topic', info.mqtt?.base_topic ?? S.base], ['MQTT', `${info.mqtt?.protocol ?? ''} as ${info.mqtt?.client_id ?? ''}`],
-    ['Restart required for', (info.restart_required ?? []).join(', ') || 'nothing']]);
+    ['Log level', info.log_level ?? '?'], ['Restart required for', (info.restart_required ?? []).join(', ') || 'nothing']]);
   $('config').textContent = JSON.stringify(info.config ?? {}, null, 2);
   renderLive();
 }
