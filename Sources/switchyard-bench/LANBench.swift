@@ -52,6 +52,7 @@ extension SwitchyardBench {
                 return hop.lastArrival.timeIntervalSince(t0) * 1000
             }
             for i in 0..<200 { backToBack.append(try await hopTime("b\(i)")) }
+            try await Task.sleep(for: .milliseconds(60))
             var samples: [Double] = []
             for i in 0..<n {
                 // A hop after the same idle gap as each command: on this machine a message that wakes idle
