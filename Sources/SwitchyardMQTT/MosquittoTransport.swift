@@ -259,6 +259,11 @@ final class NetworkLoop {
         destroyClient()
         let c = transport.shared.withLock { s -> CheckedContinuation<Void, Never>? in
             s.finished = true
+            // Nothing goes out any more: what the outbox holds (every retained topic's latest payload and
+            // the sources that write them) is let go now, not whenever the transport object is. At the
+            // daemon's exit the transport object is still alive (its deinit has not run), and LeakSanitizer
+            // reported every payload that only the ledger held as leaked.
+            s.outbox.releaseAll()
             s.stats.connected = false
             let c = s.stopped
             s.stopped = nil

@@ -94,6 +94,9 @@ struct Outbox {
         self.maxEventBytes = maxEventBytes
     }
 
+    /// Lets go of everything held, once the transport has stopped for good.
+    mutating func releaseAll() { self = Outbox(maxEvents: maxEvents, maxEventBytes: maxEventBytes) }
+
     /// Messages not yet acknowledged: retained values awaiting PUBACK plus queued events.
     var pending: Int { ledger.unacked + events.count }
     var retainedCount: Int { ledger.count }
