@@ -71,9 +71,12 @@ public enum BridgeRuntime {
         let notifier = SystemdNotifier()
         await engine.setInfo(info(config))
         if let configPath {
-            await engine.setReloader {
-                try await reload(path: configPath, upstreams: upstreams, current: current, engine: engine, console: console, logger: logger,
-                                 notifier: notifier)
+            // The engine keeps the reloader: a strong capture of the engine, or of the console (which holds
+            // the engine), would keep them and the transport alive for good.
+            await engine.setReloader { [weak engine, weak console] in
+                guard let engine else { throw AdapterError("config reload is not available: the bridge has stopped") }
+                return try await reload(path: configPath, upstreams: upstreams, current: current, engine: engine, console: console,
+                                        logger: logger, notifier: notifier)
             }
         }
         var services: [any Service] = [TransportService(transport: transport),
