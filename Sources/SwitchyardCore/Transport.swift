@@ -99,8 +99,8 @@ public protocol RetainedStore: AnyObject, Sendable {
     /// Every retained topic that begins with `prefix` and, past it, contains `infix` (when given), and begins
     /// with none of `excluding`, with its payload, in no particular order.
     func retained(under prefix: String, containing infix: String?, excluding: [String]) -> [(topic: String, body: PayloadBody)]
-    /// How many retained topics begin with `prefix`.
-    func retainedCount(under prefix: String) -> Int
+    /// How many retained topics begin with `prefix` and with none of `excluding`.
+    func retainedCount(under prefix: String, excluding: [String]) -> Int
 }
 
 /// The broker, as the core sees it. Publishing never fails: a message the broker has not
@@ -160,8 +160,8 @@ public final class InMemoryTransport: MQTTTransport {
     }
 
     public func publish(_ batch: [Publication]) {
-        for p in batch where p.retain {
-            latest.withLock { l in
+        latest.withLock { l in
+            for p in batch where p.retain {
                 if case .bytes(let b) = p.body, b.isEmpty { l[p.topic] = nil } else { l[p.topic] = p.body }
             }
         }
@@ -193,5 +193,7 @@ extension InMemoryTransport: RetainedStore {
             }.map { (topic: $0.key, body: $0.value) }
         }
     }
-    public func retainedCount(under prefix: String) -> Int { latest.withLock { l in l.keys.filter { $0.hasPrefix(prefix) }.count } }
+    public func retainedCount(under prefix: String, excluding: [String]) -> Int {
+        latest.withLock { l in l.keys.count { t in t.hasPrefix(prefix) && !excluding.contains { t.hasPrefix($0) } } }
+    }
 }

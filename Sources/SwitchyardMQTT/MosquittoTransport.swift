@@ -584,5 +584,7 @@ extension MosquittoTransport: RetainedStore {
     public func retained(under prefix: String, containing infix: String?, excluding: [String]) -> [(topic: String, body: PayloadBody)] {
         shared.withLock { $0.outbox.retained(under: prefix, containing: infix, excluding: excluding) }
     }
-    public func retainedCount(under prefix: String) -> Int { shared.withLock { $0.outbox.retainedCount(under: prefix) } }
+    public func retainedCount(under prefix: String, excluding: [String]) -> Int {
+        shared.withLock { $0.outbox.retainedCount(under: prefix, excluding: excluding) }
+    }
 }

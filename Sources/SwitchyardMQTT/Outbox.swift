@@ -218,7 +218,9 @@ struct Outbox {
         }
     }
 
-    func retainedCount(under prefix: String) -> Int { ledger.slots(under: prefix).count { !ledger[$0].payload.isEmpty } }
+    func retainedCount(under prefix: String, excluding: [String] = []) -> Int {
+        ledger.slots(under: prefix, excluding: excluding).count { !ledger[$0].payload.isEmpty }
+    }
 
     /// On every (re)connect: `first` (the birth message), then every retained topic the bridge owns (by lane:
     /// states and availability before discovery and details; in first-published order within one), then

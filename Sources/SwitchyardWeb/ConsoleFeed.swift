@@ -275,7 +275,6 @@ public final class ConsoleFeed: EngineObserver, Sendable {
     /// bridge's state), discovery configs left out where their prefix lies under the base.
     var retainedCount: Int {
         let base = scheme.base + "/"
-        guard let store else { return 0 }
-        return store.retainedCount(under: base) - (discoveryPrefix.hasPrefix(base) ? store.retainedCount(under: discoveryPrefix) : 0)
+        return store?.retainedCount(under: base, excluding: [discoveryPrefix]) ?? 0
     }
 }

@@ -126,6 +126,7 @@ import SwitchyardCore
         #expect(o.retained(under: "sy/", containing: "/virtual/").map(\.topic) == ["sy/bridge/devices/virtual/kitchen"])
         #expect(o.retained(under: "sy/virtual/", containing: "/availability").map(\.topic) == ["sy/virtual/kitchen/availability"])
         #expect(o.retained(under: "sy/", excluding: ["sy/virtual/"]).map(\.topic) == ["sy/bridge/devices/virtual/kitchen"])
+        #expect(o.retainedCount(under: "sy/", excluding: ["sy/virtual/"]) == 1)
         _ = drain(&o)
         #expect(o.retainedBody("sy/virtual/gone") == nil && o.retainedCount(under: "sy/") == 3)
     }
