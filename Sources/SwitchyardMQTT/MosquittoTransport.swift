@@ -260,9 +260,9 @@ final class NetworkLoop {
         let c = transport.shared.withLock { s -> CheckedContinuation<Void, Never>? in
             s.finished = true
             // Nothing goes out any more: what the outbox holds (every retained topic's latest payload and
-            // the sources that write them) is let go now, not whenever the transport object is (it outlived
-            // the bridge's run once, through a reloader closure and the console's feed, and LeakSanitizer
-            // reported every payload only the ledger held as leaked at exit).
+            // the sources that write them) is let go now, not whenever the transport object is: the
+            // console's feed, kept until the process exits, holds the transport, and LeakSanitizer reported
+            // every payload only the ledger held as leaked at exit.
             s.outbox.releaseAll()
             s.stats.connected = false
             let c = s.stopped

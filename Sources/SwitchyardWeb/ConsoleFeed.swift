@@ -51,10 +51,11 @@ public final class ConsoleFeed: EngineObserver, Sendable {
     }
 
     public let scheme: TopicScheme
-    /// Where the latest retained payloads are read (the transport the engine publishes to). Weak: the
-    /// runtime owns the transport, and the feed is kept until the process exits by something outside the
-    /// console's run (a strong reference here kept the transport and its ledger alive with it).
-    weak let store: (any RetainedStore)?
+    /// Where the latest retained payloads are read (the transport the engine publishes to). Strong: a weak
+    /// reference's side table outlives the transport while the feed lives, and something outside the
+    /// console's run keeps the feed until the process exits, where LeakSanitizer then reports the side
+    /// table. The transport empties its outbox when it stops, so keeping it holds nothing large.
+    let store: any RetainedStore
     let limits: Limits
     let state: Locked<State>
     let metrics: ConsoleMetrics
@@ -198,7 +199,7 @@ public final class ConsoleFeed: EngineObserver, Sendable {
         let bridgePrefix = scheme.bridge("")
         // Never pushed: discovery configs, and the transport's own birth and last-will topic, which it writes
         // to its ledger directly (the engine never publishes it, so a page would get no change of it).
-        for (t, p) in (store?.retained(under: scheme.base + "/", containing: nil, excluding: excluded + [discoveryPrefix]) ?? []) where t != scheme.bridgeState {
+        for (t, p) in store.retained(under: scheme.base + "/", containing: nil, excluding: excluded + [discoveryPrefix]) where t != scheme.bridgeState {
             if t.hasPrefix(bridgePrefix) { bridge.append(Item(topic: t, body: p)) } else { rest.append(Item(topic: t, body: p)) }
         }
         bridge.sort { Self.bridgeOrder($0.topic) < Self.bridgeOrder($1.topic) }
@@ -238,7 +239,7 @@ public final class ConsoleFeed: EngineObserver, Sendable {
                     bytes += p.count + change.topic.utf8.count
                 } else if seen.insert(change.topic).inserted {
                     // The store's lock inside the feed's: the transport never calls the feed holding its own.
-                    let item = Item(topic: change.topic, body: store?.retainedBody(change.topic))
+                    let item = Item(topic: change.topic, body: store.retainedBody(change.topic))
                     items.append(item)
                     bytes += item.size
                 }
@@ -250,7 +251,7 @@ public final class ConsoleFeed: EngineObserver, Sendable {
     /// The discovery configs of one device (its node), topic → payload, from the store.
     func discoveryConfigs(adapter: String, deviceID: String) -> [(String, [UInt8])] {
         let node = DiscoveryBuilder(scheme: scheme, version: "").nodeID(adapter: adapter, deviceID: deviceID)
-        return (store?.retained(under: discoveryPrefix, containing: "/\(node)/", excluding: []) ?? [])
+        return store.retained(under: discoveryPrefix, containing: "/\(node)/", excluding: [])
             .filter { Self.node(ofDiscoveryTopic: $0.topic) == node }
             .sorted { $0.topic < $1.topic }
             .map { ($0.topic, $0.body.bytes) }
@@ -275,6 +276,6 @@ public final class ConsoleFeed: EngineObserver, Sendable {
     /// bridge's state), discovery configs left out where their prefix lies under the base.
     var retainedCount: Int {
         let base = scheme.base + "/"
-        return store?.retainedCount(under: base, excluding: [discoveryPrefix]) ?? 0
+        return store.retainedCount(under: base, excluding: [discoveryPrefix])
     }
 }
