@@ -109,10 +109,13 @@ struct RetainedLedger {
         return topic.withUTF8 { t in index.find(hash: Self.hash(t)) { matches($0, t) } }
     }
 
-    func topic(_ slot: UInt32) -> String {
-        let e = self[slot]
-        return chunks[Int(e.topicAt >> 16)].withUnsafeBufferPointer { c in
-            String(decoding: UnsafeBufferPointer(rebasing: c[Int(e.topicAt & 0xFFFF)..<(Int(e.topicAt & 0xFFFF) + Int(e.topicLength))]), as: UTF8.self)
+    func topic(_ slot: UInt32) -> String { Self.withTopicBytes(self[slot], in: chunks) { String(decoding: $0, as: UTF8.self) } }
+
+    /// An entry's topic bytes, read in place from `chunks` (the ledger's, or a copy a closure or `compact`
+    /// holds).
+    static func withTopicBytes<R>(_ e: Entry, in chunks: [[UInt8]], _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        chunks[Int(e.topicAt >> 16)].withUnsafeBufferPointer { c in
+            body(UnsafeBufferPointer(rebasing: c[Int(e.topicAt & 0xFFFF)..<(Int(e.topicAt & 0xFFFF) + Int(e.topicLength))]))
         }
     }
 
@@ -131,24 +134,11 @@ struct RetainedLedger {
         return (0..<UInt32(entryCount)).filter { slot in
             let e = self[slot]
             guard e.topicLength != 0, Int(e.topicLength) >= p.count + inner.count else { return false }
-            return chunks[Int(e.topicAt >> 16)].withUnsafeBufferPointer { c in
-                let t = UnsafeBufferPointer(rebasing: c[Int(e.topicAt & 0xFFFF)..<(Int(e.topicAt & 0xFFFF) + Int(e.topicLength))])
-                guard t.prefix(p.count).elementsEqual(p), !out.contains(where: { t.count >= $0.count && t.prefix($0.count).elementsEqual($0) }) else {
-                    return false
-                }
-                return inner.isEmpty || Self.contains(UnsafeBufferPointer(rebasing: t[p.count...]), inner)
+            return Self.withTopicBytes(e, in: chunks) { t in
+                guard t.starts(with: p), !out.contains(where: { t.starts(with: $0) }) else { return false }
+                return inner.isEmpty || t[p.count...].firstRange(of: inner) != nil
             }
         }
-    }
-
-    static func contains(_ haystack: UnsafeBufferPointer<UInt8>, _ needle: [UInt8]) -> Bool {
-        guard let first = needle.first, haystack.count >= needle.count else { return false }
-        var i = 0
-        while i + needle.count <= haystack.count {
-            if haystack[i] == first && UnsafeBufferPointer(rebasing: haystack[i..<(i + needle.count)]).elementsEqual(needle) { return true }
-            i += 1
-        }
-        return false
     }
 
     // MARK: changes
@@ -259,9 +249,7 @@ struct RetainedLedger {
     private func matches(_ slot: UInt32, _ t: UnsafeBufferPointer<UInt8>) -> Bool {
         let e = self[slot]
         guard Int(e.topicLength) == t.count else { return false }
-        return chunks[Int(e.topicAt >> 16)].withUnsafeBufferPointer { c in
-            UnsafeBufferPointer(rebasing: c[Int(e.topicAt & 0xFFFF)..<(Int(e.topicAt & 0xFFFF) + t.count)]).elementsEqual(t)
-        }
+        return Self.withTopicBytes(e, in: chunks) { $0.elementsEqual(t) }
     }
 
     /// The hash of a slot's topic for the index, from the entries and chunks alone: a closure over `self`
@@ -270,18 +258,11 @@ struct RetainedLedger {
     private var hashOf: (UInt32) -> Int {
         { [pages, chunks] slot in
             let e = pages[Int(slot) >> Self.pageBits][Int(slot) & (1 << Self.pageBits - 1)]
-            return chunks[Int(e.topicAt >> 16)].withUnsafeBufferPointer { c in
-                Self.hash(UnsafeBufferPointer(rebasing: c[Int(e.topicAt & 0xFFFF)..<(Int(e.topicAt & 0xFFFF) + Int(e.topicLength))]))
-            }
+            return Self.withTopicBytes(e, in: chunks, Self.hash)
         }
     }
 
-    private func topicHash(_ slot: UInt32) -> Int {
-        let e = self[slot]
-        return chunks[Int(e.topicAt >> 16)].withUnsafeBufferPointer { c in
-            Self.hash(UnsafeBufferPointer(rebasing: c[Int(e.topicAt & 0xFFFF)..<(Int(e.topicAt & 0xFFFF) + Int(e.topicLength))]))
-        }
-    }
+    private func topicHash(_ slot: UInt32) -> Int { Self.withTopicBytes(self[slot], in: chunks, Self.hash) }
 
     /// FNV-1a, 64 bits.
     static func hash(_ t: UnsafeBufferPointer<UInt8>) -> Int {
@@ -297,10 +278,7 @@ struct RetainedLedger {
         liveTopicBytes = 0
         deadTopicBytes = 0
         for slot in 0..<UInt32(entryCount) where self[slot].topicLength != 0 {
-            let e = self[slot]
-            self[slot].topicAt = old[Int(e.topicAt >> 16)].withUnsafeBufferPointer { c in
-                append(UnsafeBufferPointer(rebasing: c[Int(e.topicAt & 0xFFFF)..<(Int(e.topicAt & 0xFFFF) + Int(e.topicLength))]))
-            }
+            self[slot].topicAt = Self.withTopicBytes(self[slot], in: old) { append($0) }
         }
     }
 }
