@@ -91,66 +91,88 @@ public struct MirrorMessage: Sendable, Equatable {
     }
 }
 
-/// The adapter's only way out: every call goes to the core, which owns topics and publishing. A
-/// context belongs to one run of one adapter: once the engine has stopped (or replaced) that adapter,
+/// What an adapter's reports go to: the engine (`BridgeEngine.Host`, one per adapter instance), or in a
+/// test a twin that records them (`RecordingAdapterHost` in SwitchyardTestSupport). Each call is what the
+/// `AdapterContext` method of the same name documents.
+public protocol AdapterHost: Sendable {
+    func setDevices(_ devices: [DeviceDescriptor], authoritative: Bool, available: [String: Bool]) async
+    func update(_ deviceID: String, _ fields: [String: JSONValue]) async
+    func setAvailable(_ deviceID: String, _ available: Bool) async
+    func report(_ reports: [DeviceReport]) async
+    func setStatus(_ status: AdapterStatus) async
+    func recordRequest(error: String?) async
+    func log(_ level: BridgeLogLevel, _ message: String, deviceID: String?) async
+    func publish(_ messages: [MirrorMessage]) async
+    func setMirrorAvailable(_ available: Bool) async
+    func setMetrics(_ metrics: [String: JSONValue]) async
+    func event(_ type: String, _ data: [String: JSONValue]) async
+    func state(of deviceID: String) async -> [String: JSONValue]?
+}
+
+/// The adapter's only way out: every call goes to its host (the core, which owns topics and publishing).
+/// A context belongs to one run of one adapter: once the engine has stopped (or replaced) that adapter,
 /// its calls change nothing.
 public struct AdapterContext: Sendable {
-    let engine: BridgeEngine
+    let host: any AdapterHost
     public let adapterID: String
-    let generation: UInt64
+
+    public init(adapterID: String, host: any AdapterHost) {
+        self.adapterID = adapterID
+        self.host = host
+    }
 
     /// A complete listing. `authoritative` listings (from config) remove missing devices at once;
     /// upstream listings remove a device only after it is absent from 3 consecutive listings.
     /// `available` gives new devices their first availability (default online), so a device listed as
     /// unreachable never flashes `online`.
     public func setDevices(_ devices: [DeviceDescriptor], authoritative: Bool, available: [String: Bool] = [:]) async {
-        await engine.setDevices(adapterID, generation, devices, authoritative: authoritative, available: available)
+        await host.setDevices(devices, authoritative: authoritative, available: available)
     }
     /// Merges fields into the device's state and publishes the full state if a rounded value changed.
     public func update(_ deviceID: String, _ fields: [String: JSONValue]) async {
-        await engine.update(adapterID, generation, deviceID, fields)
+        await host.update(deviceID, fields)
     }
     public func setAvailable(_ deviceID: String, _ available: Bool) async {
-        await engine.setAvailable(adapterID, generation, deviceID, available)
+        await host.setAvailable(deviceID, available)
     }
     /// Several devices' new state and availability in one hand-over (one hop to the engine, not one per
     /// field or per device): each is merged and published as `update` and `setAvailable` would, in order.
     public func report(_ reports: [DeviceReport]) async {
         guard !reports.isEmpty else { return }
-        await engine.report(adapterID, generation, reports)
+        await host.report(reports)
     }
     public func setStatus(_ status: AdapterStatus) async {
-        await engine.setStatus(adapterID, generation, status)
+        await host.setStatus(status)
     }
     /// Counts an upstream request for bridge/health (`error` nil on success).
     public func recordRequest(error: String?) async {
-        await engine.recordRequest(adapterID, generation, error: error)
+        await host.recordRequest(error: error)
     }
     /// A warning or error a user should see on bridge/log (and in the process log, with the adapter and
     /// device as metadata).
     public func log(_ level: BridgeLogLevel, _ message: String, deviceID: String? = nil) async {
-        await engine.adapterLog(adapterID, generation, level, message, deviceID: deviceID)
+        await host.log(level, message, deviceID: deviceID)
     }
     /// Mirror adapters: publishes each message under `<base>/<adapter>/` (QoS 1), in order, in one call.
     /// An empty retained payload clears.
     public func publish(_ messages: [MirrorMessage]) async {
-        await engine.mirrorPublish(adapterID, generation, messages)
+        await host.publish(messages)
     }
     /// Mirror adapters: `<base>/<adapter>/availability`, set `offline` by the core on clean shutdown.
     public func setMirrorAvailable(_ available: Bool) async {
-        await engine.setMirrorAvailable(adapterID, generation, available)
+        await host.setMirrorAvailable(available)
     }
     /// Adapter figures merged into this adapter's entry in bridge/health (rate budget, queue depth).
     public func setMetrics(_ metrics: [String: JSONValue]) async {
-        await engine.setMetrics(adapterID, generation, metrics)
+        await host.setMetrics(metrics)
     }
     /// A `bridge/event` message (`{"type", "data"}`), not retained.
     public func event(_ type: String, _ data: [String: JSONValue]) async {
-        await engine.adapterEvent(adapterID, generation, type, data)
+        await host.event(type, data)
     }
     /// The device's current state as last reported or commanded.
     public func state(of deviceID: String) async -> [String: JSONValue]? {
-        await engine.currentState(adapterID, deviceID)
+        await host.state(of: deviceID)
     }
 }
 

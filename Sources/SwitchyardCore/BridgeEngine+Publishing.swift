@@ -7,11 +7,36 @@ import Logging
 
 /// What adapters ask of the engine (through `AdapterContext`), and the engine's own publishing.
 extension BridgeEngine {
+    /// An adapter instance's `AdapterHost`: each call names the instance it comes from, and the engine
+    /// ignores the calls of one that has stopped or been replaced.
+    struct Host: AdapterHost {
+        let engine: BridgeEngine
+        let adapterID: String
+        let generation: UInt64
+
+        func setDevices(_ devices: [DeviceDescriptor], authoritative: Bool, available: [String: Bool]) async {
+            await engine.setDevices(adapterID, generation, devices, authoritative: authoritative, available: available)
+        }
+        func update(_ deviceID: String, _ fields: [String: JSONValue]) async { await engine.update(adapterID, generation, deviceID, fields) }
+        func setAvailable(_ deviceID: String, _ available: Bool) async { await engine.setAvailable(adapterID, generation, deviceID, available) }
+        func report(_ reports: [DeviceReport]) async { await engine.report(adapterID, generation, reports) }
+        func setStatus(_ status: AdapterStatus) async { await engine.setStatus(adapterID, generation, status) }
+        func recordRequest(error: String?) async { await engine.recordRequest(adapterID, generation, error: error) }
+        func log(_ level: BridgeLogLevel, _ message: String, deviceID: String?) async {
+            await engine.adapterLog(adapterID, generation, level, message, deviceID: deviceID)
+        }
+        func publish(_ messages: [MirrorMessage]) async { await engine.mirrorPublish(adapterID, generation, messages) }
+        func setMirrorAvailable(_ available: Bool) async { await engine.setMirrorAvailable(adapterID, generation, available) }
+        func setMetrics(_ metrics: [String: JSONValue]) async { await engine.setMetrics(adapterID, generation, metrics) }
+        func event(_ type: String, _ data: [String: JSONValue]) async { await engine.adapterEvent(adapterID, generation, type, data) }
+        func state(of deviceID: String) async -> [String: JSONValue]? { await engine.currentState(adapterID, deviceID) }
+    }
+
     // MARK: from adapters (each call names the adapter instance it comes from: a stopped one is ignored)
 
     /// The entry of this adapter instance, while it is the running one and the engine is not stopping.
     func current(_ adapterID: String, _ generation: UInt64) -> AdapterEntry? {
-        guard let entry = entries[adapterID], entry.generation == generation, !entry.stopping, !stopped else { return nil }
+        guard let entry = entries[adapterID], entry.generation == generation, entry.life.acceptsReports, !stopped else { return nil }
         return entry
     }
 
@@ -274,7 +299,7 @@ extension BridgeEngine {
         case .deferred: guard deferred else { return }
         default: return
         }
-        guard settings.discovery, connectedOnce, !stopped, entries.values.allSatisfy(\.settled) else {
+        guard settings.discovery, connectedOnce, !stopped, entries.values.allSatisfy(\.life.isSettled) else {
             if case .deferred = sweep { sweep = .waiting }
             return
         }

@@ -73,6 +73,7 @@ public actor BridgeEngine {
     /// queue and the signals that stop it and say it has stopped.
     struct HostedAdapter: Sendable {
         let adapter: any Adapter
+        let generation: UInt64
         let context: AdapterContext
         let work: AsyncStream<QueuedWork>
         let queue: AsyncStream<QueuedWork>.Continuation
@@ -83,12 +84,17 @@ public actor BridgeEngine {
         let drained = Latch()
     }
 
-    /// The engine's entry for one adapter id: the instance running now, its devices, its status and
-    /// counters for bridge/health (upstream requests and errors since the bridge started: carried to the
-    /// next instance, like the registry), and the commands waiting for it.
+    /// An instance's lifecycle, with raw messages held for a device it has not listed and routed work
+    /// waiting for an instance that can take it.
+    typealias Lifecycle = AdapterLifecycle<InboundMessage, QueuedWork>
+
+    /// The engine's entry for one adapter id: the instance running now and its lifecycle, its devices, its
+    /// status and counters for bridge/health (upstream requests and errors since the bridge started:
+    /// carried to the next instance, like the registry).
     final class AdapterEntry {
         let hosted: HostedAdapter
         var registry: DeviceRegistry
+        var life: Lifecycle
         var status: AdapterStatus = .starting
         var requests = 0
         var errors = 0
@@ -96,32 +102,15 @@ public actor BridgeEngine {
         var lastOK: Date?
         var metrics: [String: JSONValue] = [:]
         var mirrorAvailable: Bool?
-        /// False until the adapter's first listing (or status): commands for devices it has not listed
-        /// wait in `held` until then.
-        var settled = false
-        var held: [InboundMessage] = []
-        var heldBytes = 0
-        /// Set while a reload replaces this adapter: work routed to it waits in `waiting` for the new one
-        /// (counted against the same bounds as `held`) instead of meeting a finished queue.
-        var replacing = false
-        /// Set once the adapter is told to stop: what it reports from then on (a cancelled request's error
-        /// among it) changes nothing.
-        var stopping = false
-        /// A reload's new instance, until it settles (its first listing or a status saying none is coming, at
-        /// most `settleTimeout`): commands and refreshes for the devices it carries over wait in `waiting`
-        /// too, instead of reaching an instance that does not know them yet.
-        var awaitingListing = false
-        var waiting: [QueuedWork] = []
-        var waitingBytes = 0
         var adapter: any Adapter { hosted.adapter }
-        var generation: UInt64 { hosted.context.generation }
+        var generation: UInt64 { hosted.generation }
         /// Whether the adapter mirrors topics (`MirrorAdapter`), asked once: the router asks it for every
-        /// message, and a cast to a protocol existential is a runtime conformance lookup (perf of the
-        /// lifx-lan bench: about 10 % of routing a command).
+        /// message, and a cast to a protocol existential is a runtime conformance lookup.
         let isMirror: Bool
-        init(hosted: HostedAdapter, registry: DeviceRegistry) {
+        init(hosted: HostedAdapter, registry: DeviceRegistry, life: Lifecycle) {
             self.hosted = hosted
             self.registry = registry
+            self.life = life
             isMirror = hosted.adapter is any MirrorAdapter
         }
     }
@@ -170,9 +159,9 @@ public actor BridgeEngine {
     /// Commands with a transaction, from routing to their one result (see `answer`): whatever ends an
     /// adapter or the engine answers what is still here, so no publisher waits forever.
     var awaiting: [UInt64: Awaiting] = [:]
-    /// `replaceAdapters` in progress, and the calls waiting for it.
-    var replacingAdapters = false
-    var replacementQueue: [CheckedContinuation<Void, Never>] = []
+    /// One `replaceAdapters` at a time: each suspends while adapters drain and stop, and a second one
+    /// meanwhile would find the same old entry and start a second instance beside the first.
+    let replacements = SerialGate()
     /// Upstream requests and errors of adapters a reload removed, for the day their id comes back: an
     /// adapter's totals only grow.
     var retiredTotals: [String: (requests: Int, errors: Int)] = [:]
@@ -234,7 +223,7 @@ public actor BridgeEngine {
             childJobQueue.finish()
             group.cancelAll()
         }
-        for entry in entries.values { for q in entry.waiting { refuse(q.work, "the bridge stopped before the command was carried out") } }
+        for entry in entries.values { for q in entry.life.waiting { refuse(q.work, "the bridge stopped before the command was carried out") } }
         answerLeftovers(adapterID: nil, generation: nil, "the bridge stopped before the command was carried out")
         publishOffline()
         // An adapter keeps its context, which holds this engine: letting the adapters go breaks that cycle,
@@ -289,7 +278,7 @@ public actor BridgeEngine {
                     try await h.adapter.run(context: h.context)
                 } catch is CancellationError {
                 } catch {
-                    if !Task.isCancelled { await engine.adapterFailed(id, h.context.generation, error) }
+                    if !Task.isCancelled { await engine.adapterFailed(id, h.generation, error) }
                 }
             }
             g.addTask {
@@ -310,6 +299,8 @@ public actor BridgeEngine {
     func adapterFailed(_ id: String, _ generation: UInt64, _ error: any Error) {
         logger.error("adapter stopped", metadata: ["adapter": "\(id)", "error": "\(error)"])
         setStatus(id, generation, .error("\(error)"))
+        guard let entry = current(id, generation) else { return }
+        release(entry.life.runFailed(), to: entry)
     }
 
     /// Replaces adapters after a config reload: each of `start` replaces the running adapter of its id
@@ -322,38 +313,35 @@ public actor BridgeEngine {
     }
 
     func replace(start: [any Adapter], remove: Set<String>) async {
-        // One replacement at a time: this one suspends while adapters drain and stop, and a second one
-        // meanwhile would find the same old entry and start a second instance beside the first.
-        while replacingAdapters { await withCheckedContinuation { replacementQueue.append($0) } }
-        replacingAdapters = true
-        defer {
-            replacingAdapters = false
-            if !replacementQueue.isEmpty { replacementQueue.removeFirst().resume() }
-        }
+        _ = try? await replacements.run { await self.replaceNow(start: start, remove: remove) }
+    }
+
+    private func replaceNow(start: [any Adapter], remove: Set<String>) async {
         for id in adapterOrder where remove.contains(id) {
             guard let entry = entries[id] else { continue }
-            entry.replacing = true
-            await stopAdapter(entry, drain: true)
+            let ending = await stopAdapter(entry, successor: false)
             retiredTotals[id] = (entry.requests, entry.errors)
             var out: [RegistryOutput] = []
             entry.registry.removeAll(reason: "adapter removed from config", into: &out)
             emit(out)
             entries[id] = nil
             adapterOrder.removeAll { $0 == id }
-            for q in entry.waiting { refuse(q.work, "adapter '\(id)' was removed from the config; command dropped") }
-            // Routed again, held commands meet the adapter's absence: "unknown adapter", answered when asked.
-            for m in entry.held { handle(m) }
+            if case .drop(let left) = ending {
+                for q in left.waiting { refuse(q.work, "adapter '\(id)' was removed from the config; command dropped") }
+                // Routed again, held commands meet the adapter's absence: "unknown adapter", answered when asked.
+                for m in left.held { handle(m) }
+            }
         }
         adapterOrder.removeAll { remove.contains($0) }
         for a in start {
+            var handOver: Lifecycle.Release?
             if let old = entries[a.id] {
-                old.replacing = true
-                await stopAdapter(old, drain: true)
+                if case .handOver(let left) = await stopAdapter(old, successor: true) { handOver = left }
                 // What the old instance learnt of its upstream, where the new one can take it (LIFX: which
                 // transport saw which light), so that a reload forgets nothing a listing would not say again.
                 await a.inherit(from: old.adapter)
             }
-            startAdapter(a)
+            startAdapter(a, after: handOver)
         }
         publishDeviceList()
         updateSubscriptions()
@@ -364,81 +352,82 @@ public actor BridgeEngine {
         maybeSweep()
     }
 
-    func startAdapter(_ adapter: any Adapter) {
+    /// Hosts a new instance of an adapter. `handOver` is what a stopped instance of the same id left: its
+    /// held commands stay held, its waiting work is routed to the new instance, which carries the old one's
+    /// devices (and their retained topics) until its own listing says otherwise.
+    func startAdapter(_ adapter: any Adapter, after handOver: Lifecycle.Release? = nil) {
         let id = adapter.id
         nextGeneration += 1
+        let generation = nextGeneration
         let (work, queue) = AsyncStream.makeStream(of: QueuedWork.self, bufferingPolicy: .bufferingOldest(settings.commandQueueLimit))
-        let hosted = HostedAdapter(adapter: adapter, context: AdapterContext(engine: self, adapterID: id, generation: nextGeneration),
-                            work: work, queue: queue)
-        // A restart keeps the devices (and their retained topics) until the new listing says otherwise.
-        let registry = entries[id]?.registry.carried(reservedPrefixes: adapter.reservedPrefixes)
+        let hosted = HostedAdapter(adapter: adapter, generation: generation,
+                                   context: AdapterContext(adapterID: id, host: Host(engine: self, adapterID: id, generation: generation)),
+                                   work: work, queue: queue)
+        let old = entries[id]
+        let registry = old?.registry.carried(reservedPrefixes: adapter.reservedPrefixes)
             ?? DeviceRegistry(adapterID: id, scheme: scheme, discovery: settings.discovery ? discovery : nil,
                               reservedPrefixes: adapter.reservedPrefixes)
-        if entries[id] == nil { adapterOrder.append(id) }
-        let entry = AdapterEntry(hosted: hosted, registry: registry)
-        let old = entries[id]
-        if let old {
-            // Commands still held for the adapter being replaced wait for the new one's listing.
-            entry.held = old.held
-            entry.heldBytes = old.heldBytes
-        }
+        if old == nil { adapterOrder.append(id) }
+        let life = Lifecycle(bounds: .init(limit: settings.heldLimit, bytes: settings.heldBytesLimit), carried: old != nil,
+                             held: handOver?.held ?? [], heldBytes: handOver?.heldBytes ?? 0)
+        let entry = AdapterEntry(hosted: hosted, registry: registry, life: life)
         (entry.requests, entry.errors) = old.map { ($0.requests, $0.errors) } ?? retiredTotals.removeValue(forKey: id) ?? (0, 0)
-        entry.awaitingListing = old != nil
         entries[id] = entry
         // Devices the old instance listed but whose announcement was still waiting for their first states:
         // announced now, whether or not the new instance ever lists or reports.
-        if !registry.pendingAnnouncements.isEmpty { childJobQueue.yield(.announce(adapter: id, generation: nextGeneration)) }
+        if !registry.pendingAnnouncements.isEmpty { childJobQueue.yield(.announce(adapter: id, generation: generation)) }
         if case .terminated = childJobQueue.yield(.host(hosted)) {
             hosted.stopped.signal()   // the engine is stopping: it never runs
         }
-        childJobQueue.yield(.settle(adapter: id, generation: nextGeneration, after: settings.settleTimeout))
+        childJobQueue.yield(.settle(adapter: id, generation: generation, after: settings.settleTimeout))
         // Work that arrived while the old instance was stopping goes to the new one, in arrival order.
-        for q in old?.waiting ?? [] { enqueue(entry, q.work) }
+        for q in handOver?.waiting ?? [] { enqueue(entry, q.work) }
     }
 
-    /// The adapter has listed its devices (or said it cannot): held commands are routed now.
+    /// The adapter has listed its devices (or said it cannot, or the settle time passed): what waited for
+    /// that is queued and routed now.
     func settle(_ adapterID: String, _ generation: UInt64) {
-        guard let entry = current(adapterID, generation), !entry.settled else { return }
-        entry.settled = true
-        if entry.awaitingListing {
-            entry.awaitingListing = false
-            let waiting = entry.waiting
-            entry.waiting = []
-            entry.waitingBytes = 0
-            for q in waiting { enqueue(entry, q.work) }
-        }
-        let held = entry.held
-        entry.held = []
-        entry.heldBytes = 0
-        for m in held { handle(m) }
+        guard let entry = current(adapterID, generation), !entry.life.isSettled else { return }
+        release(entry.life.settle(), to: entry)
         maybeSweep()
     }
 
-    /// Holds a command for a device its adapter has not listed yet, within the per-adapter bounds.
+    /// Work a lifecycle transition let go: waiting work queued to the instance, held commands routed again.
+    func release(_ r: Lifecycle.Release, to entry: AdapterEntry) {
+        for q in r.waiting { enqueue(entry, q.work) }
+        for m in r.held { handle(m) }
+    }
+
+    /// A command for a device its adapter has not listed: held until the adapter lists (within the
+    /// per-adapter bounds), or refused as unknown once it has.
     func hold(_ m: InboundMessage, for entry: AdapterEntry, _ message: String, transaction: JSONValue?, resultTopic: String) {
-        guard entry.held.count < settings.heldLimit, entry.heldBytes + m.payload.count <= settings.heldBytesLimit else {
+        switch entry.life.hold(m, bytes: m.payload.count) {
+        case .kept, .enqueue:
+            return
+        case .refuse(.heldFull):
             Bounds.hit("held_commands")
             reportError("\(message): adapter '\(entry.adapter.id)' has not listed its devices yet and holds no more commands; dropped",
                         topic: m.topic, transaction: transaction, resultTopic: resultTopic)
-            return
+        case .refuse:
+            observers.commandRefused(m.topic)
+            reportError(message, topic: m.topic, transaction: transaction, resultTopic: resultTopic)
         }
-        entry.held.append(m)
-        entry.heldBytes += m.payload.count
     }
 
-    /// Stops one adapter instance. With `drain`, what is already in its queue is carried out first (for at
-    /// most `drainTimeout`); whatever it did not answer is answered with an error once it has stopped.
-    func stopAdapter(_ entry: AdapterEntry, drain: Bool) async {
+    /// Stops one adapter instance: what is already in its queue is carried out first (for at most
+    /// `drainTimeout`), then its run and worker are cancelled; whatever it did not answer is answered with
+    /// an error once it has stopped. Returns what waited for it (`AdapterLifecycle.finish`).
+    func stopAdapter(_ entry: AdapterEntry, successor: Bool) async -> Lifecycle.Ending {
+        _ = entry.life.beginStop(successor: successor)
         entry.hosted.queue.finish()
-        if drain {
-            let drained = entry.hosted.drained
-            await firstResult(of: { await drained.wait() }, within: settings.drainTimeout, clock: clock, otherwise: ())
-        }
-        entry.stopping = true
+        let drained = entry.hosted.drained
+        await firstResult(of: { await drained.wait() }, within: settings.drainTimeout, clock: clock, otherwise: ())
+        entry.life.cancel()
         entry.hosted.stop.signal()
         await entry.hosted.stopped.wait()
         answerLeftovers(adapterID: entry.adapter.id, generation: entry.generation,
                         "adapter '\(entry.adapter.id)' stopped before the command was carried out")
+        return entry.life.finish()
     }
 
     /// Clean shutdown (design.md §11): `offline` on every device availability topic and every mirror's.
@@ -509,7 +498,7 @@ public actor BridgeEngine {
             observers.commandRefused(topic)
             reportError(message, topic: topic, transaction: transaction, resultTopic: resultTopic)
         case .unknownDevice(let adapter, let message, let topic, let transaction, let resultTopic):
-            if let entry = entries[adapter], !entry.settled {
+            if let entry = entries[adapter] {
                 hold(m, for: entry, message, transaction: transaction, resultTopic: resultTopic)
             } else {
                 observers.commandRefused(topic)
@@ -530,22 +519,25 @@ public actor BridgeEngine {
         var adapterIDs: [String] { order }
     }
 
-    /// Queues work for an adapter, within its bounds; while a reload replaces the adapter, the work waits
-    /// for the new instance. Refused work is answered at once.
+    /// Queues work for an adapter, within its bounds; what its lifecycle keeps (a reload replacing it, a
+    /// new instance that has not listed) waits there. Refused work is answered at once.
     func enqueue(_ entry: AdapterEntry, _ work: AdapterWork) {
         let adapter = entry.adapter.id
         let size = work.size
-        let waitsForListing: Bool
-        if case .mirror = work { waitsForListing = false } else { waitsForListing = entry.awaitingListing }
-        if entry.replacing || waitsForListing {
-            guard entry.waiting.count < settings.heldLimit, entry.waitingBytes + size <= settings.heldBytesLimit else {
-                Bounds.hit("held_commands")
-                refuse(work, "adapter '\(adapter)' is restarting and holds no more commands; dropped")
-                return
-            }
-            entry.waiting.append(QueuedWork(work: work, size: size))
-            entry.waitingBytes += size
+        let arrival: Lifecycle.Arrival
+        if case .mirror = work { arrival = .unlisted } else { arrival = .listedDevice }
+        switch entry.life.route(QueuedWork(work: work, size: size), bytes: size, arrival) {
+        case .kept:
             return
+        case .refuse(.waitingFull):
+            Bounds.hit("held_commands")
+            refuse(work, "adapter '\(adapter)' is restarting and holds no more commands; dropped")
+            return
+        case .refuse:
+            refuse(work, "adapter '\(adapter)' is not running")
+            return
+        case .enqueue:
+            break
         }
         if entry.hosted.queued.bytes.load(ordering: .relaxed) + size > settings.commandQueueBytes {
             Bounds.hit("command_queue")
@@ -641,7 +633,7 @@ public actor BridgeEngine {
         case .refresh(let deviceID, let topic):
             do {
                 try await adapter.refresh(deviceID: deviceID, context: context)
-                await engine.republishState(of: deviceID, adapterID: adapter.id, generation: context.generation)
+                await engine.republishState(of: deviceID, adapterID: adapter.id, generation: h.generation)
             } catch {
                 await engine.reportError(message(of: error), topic: topic, transaction: nil, resultTopic: nil)
             }
