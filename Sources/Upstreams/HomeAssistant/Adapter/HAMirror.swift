@@ -62,7 +62,7 @@ public actor HAMirror: MirrorAdapter {
         await context.setMirrorAvailable(false)
         guard let token = settings.token, !token.isEmpty else {
             await context.setStatus(.disabled("no ha.token configured (set ha.token, ha.token_file or ${ENV})"))
-            while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+            while !Task.isCancelled { try await clock.sleep(seconds: 3600) }
             return
         }
         var attempt = 0

@@ -62,6 +62,7 @@ public actor ImpAdapter: Adapter {
     }
 
     let settings: ImpSettings
+    let clock: any BridgeClock
     /// The client of the current run (opened and closed by `run`).
     var http: HTTPClient?
     var context: AdapterContext?
@@ -70,8 +71,9 @@ public actor ImpAdapter: Adapter {
     let followUps: AsyncStream<ImpSettings.Device>
     let followUpQueue: AsyncStream<ImpSettings.Device>.Continuation
 
-    public init(settings: ImpSettings) {
+    public init(settings: ImpSettings, clock: any BridgeClock = SystemClock()) {
         self.settings = settings
+        self.clock = clock
         (followUps, followUpQueue) = AsyncStream.makeStream(of: ImpSettings.Device.self, bufferingPolicy: .bufferingNewest(64))
         for d in settings.devices { states[d.name] = DeviceState(profile: d.app.flatMap(settings.profile(named:))) }
     }
@@ -102,7 +104,7 @@ public actor ImpAdapter: Adapter {
                 await withDiscardingTaskGroup { later in
                     for await d in self.followUps {
                         later.addTask {
-                            try? await Task.sleep(for: .seconds(5))
+                            try? await self.clock.sleep(seconds: 5)
                             if !Task.isCancelled { await self.poll(d) }
                         }
                     }
@@ -181,17 +183,17 @@ public actor ImpAdapter: Adapter {
     // MARK: polling
 
     func pollLoop(_ d: ImpSettings.Device, first: Double, phase: Double) async {
-        if first > 0 { try? await Task.sleep(for: .seconds(first)) }
+        if first > 0 { try? await clock.sleep(seconds: first) }
         var extra = phase
         while !Task.isCancelled {
             let wait = await poll(d)
             // The phase offsets the first full interval only: a quick retry after a network failure
             // must not wait for the device's slot in the schedule.
             if wait < settings.pollInterval {
-                try? await Task.sleep(for: .seconds(wait))
+                try? await clock.sleep(seconds: wait)
                 continue
             }
-            try? await Task.sleep(for: .seconds(wait + extra))
+            try? await clock.sleep(seconds: wait + extra)
             extra = 0
         }
     }

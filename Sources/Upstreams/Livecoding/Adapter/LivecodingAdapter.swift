@@ -23,6 +23,7 @@ public actor LivecodingAdapter: Adapter {
     /// The client of the current run (opened and closed by `run`).
     var http: HTTPClient?
     let store: TokenStore
+    let clock: any BridgeClock
     var context: AdapterContext?
     var tokens: LivecodingTokens?
     var storeStamp: Date?
@@ -32,8 +33,9 @@ public actor LivecodingAdapter: Adapter {
     /// One token check (and refresh) at a time.
     let tokenGate = SerialGate()
 
-    public init(settings: LivecodingSettings) {
+    public init(settings: LivecodingSettings, clock: any BridgeClock = SystemClock()) {
         self.settings = settings
+        self.clock = clock
         self.store = TokenStore(path: settings.tokenStore)
     }
 
@@ -76,7 +78,7 @@ public actor LivecodingAdapter: Adapter {
         await context.setDevices(devices, authoritative: true, available: available)
         while !Task.isCancelled {
             await pollOnce()
-            try await Task.sleep(for: .seconds(settings.pollInterval))
+            try await clock.sleep(seconds: settings.pollInterval)
         }
     }
 

@@ -27,11 +27,13 @@ public actor VirtualAdapter: Adapter {
     public nonisolated var id: String { Self.id }
     let devices: [Device]
     let sensorInterval: Double
+    let clock: any BridgeClock
     var states: [String: [String: JSONValue]] = [:]
 
-    public init(devices: [Device], sensorInterval: Double) {
+    public init(devices: [Device], sensorInterval: Double, clock: any BridgeClock = SystemClock()) {
         self.devices = devices
         self.sensorInterval = sensorInterval
+        self.clock = clock
     }
 
     // One capability list per type, shared by every device of it (a thousand lights hold one copy).
@@ -78,12 +80,12 @@ public actor VirtualAdapter: Adapter {
         await context.setStatus(.running)
         let sensors = devices.filter { $0.type == "sensor" }
         guard !sensors.isEmpty else {
-            while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+            while !Task.isCancelled { try await clock.sleep(seconds: 3600) }
             return
         }
         var step = 0
         while !Task.isCancelled {
-            try await Task.sleep(for: .seconds(sensorInterval))
+            try await clock.sleep(seconds: sensorInterval)
             step += 1
             var readings: [DeviceReport] = []
             for s in sensors {
