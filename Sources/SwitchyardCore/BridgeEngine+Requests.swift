@@ -1,0 +1,73 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The bridge's requests as the engine serves them: read (`BridgeAPI.parse`), answered by a child of
+/// `run` so that a request that waits on an adapter holds up nothing else, and responded to on
+/// `bridge/response/<path>` (`BridgeAPI.response`).
+extension BridgeEngine {
+    func handleRequest(path: String, payload: [UInt8]) {
+        // Only an adapter's own requests read the body; the bridge's read the transaction alone. Paths are
+        // matched without case (`answer`), so the adapter is looked up so too.
+        let parts = path.lowercased().split(separator: "/", maxSplits: 1)
+        switch BridgeAPI.parse(payload, body: parts.count == 2 && entries[String(parts[0])] != nil) {
+        case .failure(let e):
+            respond(path, .failure(e), transaction: nil)
+            reportError(e.message, topic: scheme.bridge("request/\(path)"), transaction: nil, resultTopic: nil)
+        case .success(let (body, transaction)):
+            // Answered by a child of `run`: a request that waits on an adapter holds up nothing else.
+            if case .terminated = childJobQueue.yield(.request(path: path, body: body, transaction: transaction)) {
+                respond(path, .failure(AdapterError("the bridge is stopping")), transaction: transaction)
+            }
+        }
+    }
+
+    func serveRequest(path: String, body: JSONValue, transaction: JSONValue?) async {
+        let result: Result<JSONValue, AdapterError>
+        do {
+            result = .success(try await answer(path: path.lowercased(), body: body))
+        } catch let e as AdapterError {
+            result = .failure(e)
+        } catch {
+            result = .failure(AdapterError("\(error)"))
+        }
+        if case .failure(let e) = result {
+            reportError("request \(path) failed: \(e.message)", topic: scheme.bridge("request/\(path)"), transaction: nil, resultTopic: nil)
+        }
+        respond(path, result, transaction: transaction)
+    }
+
+    func respond(_ path: String, _ result: Result<JSONValue, AdapterError>, transaction: JSONValue?) {
+        transport.publish(scheme.response(path), json: BridgeAPI.response(result, transaction: transaction), qos: 1, retain: false)
+    }
+
+    func answer(path: String, body: JSONValue) async throws -> JSONValue {
+        switch path {
+        case "health_check":
+            return ["healthy": true, "uptime": .number(uptime)]
+        case "devices/refresh":
+            var refreshed: [JSONValue] = []
+            for id in adapterOrder {
+                guard let entry = entries[id] else { continue }
+                try await entry.adapter.refreshAll(context: entry.hosted.context)
+                refreshed.append(.string(id))
+            }
+            return ["adapters": .array(refreshed), "devices": JSONValue(entries.values.reduce(0) { $0 + $1.registry.devices.count })]
+        case "config/reload":
+            guard let reloader else { throw AdapterError("config reload is not available") }
+            return try await reloader()
+        case "republish":
+            republishAll()
+            return ["republished": true]
+        default:
+            let parts = path.split(separator: "/", maxSplits: 1).map(String.init)
+            if parts.count == 2, let entry = entries[parts[0]],
+               let data = try await entry.adapter.request(path: parts[1], payload: body, context: entry.hosted.context) {
+                return data
+            }
+            throw AdapterError("unknown request '\(path)' (known: \(BridgeAPI.known.joined(separator: ", ")))")
+        }
+    }
+}
