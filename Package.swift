@@ -188,7 +188,7 @@ let package = Package(
             "SwitchyardCore", "SwitchyardTestSupport",
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
-        .testTarget(name: "SwitchyardMQTTTests", dependencies: ["SwitchyardMQTT", "SwitchyardCore", "CMosquitto"], swiftSettings: strict),
+        .testTarget(name: "SwitchyardMQTTTests", dependencies: ["SwitchyardMQTT", "SwitchyardCore", "CMosquitto", "SwitchyardTestSupport"], swiftSettings: strict),
         .testTarget(name: "SwitchyardConfigTests", dependencies: ["SwitchyardConfig", "SwitchyardCore", "SwitchyardCLI", "ImpAdapter",
                                                                   "LivecodingAdapter", "HomeAssistantMirror", "LIFXAdapter", "NovaAdapter",
                                                                   "VirtualAdapter"],

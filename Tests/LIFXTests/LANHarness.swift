@@ -54,7 +54,7 @@ final class LIFXEmulator: Sendable {
         devices:
         \(devices.replacingOccurrences(of: "PORT", with: "\(port)"))
         \(scenarios)
-        """.write(toFile: config, atomically: true, encoding: .utf8)
+        """.writeForTest(toFile: config, replacing: true)
         let log = dir.appendingPathComponent("emulator.log").path
         var env = ProcessInfo.processInfo.environment
         env["HOME"] = dir.path
@@ -66,7 +66,7 @@ final class LIFXEmulator: Sendable {
 
     static func with<R: Sendable>(devices: String, scenarios: String = "", _ body: (LIFXEmulator) async throws -> R) async throws -> R {
         let e = try await start(devices: devices, scenarios: scenarios)
-        return try await withTeardown { try await body(e) } teardown: { e.child.terminateAndReap() }
+        return try await withTeardown { try await body(e) } teardown: { await e.child.stop() }
     }
 
     func call(_ method: String, _ path: String, _ body: String? = nil) async throws -> JSONValue {

@@ -18,7 +18,7 @@ import Testing
         try await probe.subscribe("\(base)/#")
         let dir = TestEnvironment.makeTempDir("lifx")
         let tokenFile = dir.appendingPathComponent("lifx-token").path
-        try "\(token)\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        try "\(token)\n".writeForTest(toFile: tokenFile, replacing: true)
         let config = dir.appendingPathComponent("config.yaml").path
         try """
         log:
@@ -33,7 +33,7 @@ import Testing
           min_interval: 0.1
           names:
             d073d5000001: kitchen/ceiling
-        """.write(toFile: config, atomically: true, encoding: .utf8)
+        """.writeForTest(toFile: config, replacing: true)
         let bridge = try BridgeProcess(arguments: ["run", "-c", config])
         try await probe.waitFor(topic: "\(base)/lifx/kitchen/ceiling")
         try await probe.waitFor(topic: "\(base)/lifx/scene/movie")

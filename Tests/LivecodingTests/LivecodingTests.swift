@@ -84,15 +84,15 @@ func mode(_ path: String) -> mode_t {
             let dir = TestEnvironment.makeTempDir("lcauth")
             let store = dir.appendingPathComponent("state/livecoding-token.json").path   // the directory does not exist yet
             let secretFile = dir.appendingPathComponent("secret").path
-            try clientSecret.write(toFile: secretFile, atomically: true, encoding: .utf8)
+            try clientSecret.writeForTest(toFile: secretFile, replacing: true)
             let cfg = dir.appendingPathComponent("config.yaml").path
-            try config(sim, port: TestEnvironment.freePort(), store: store, secretFile: secretFile).write(toFile: cfg, atomically: true, encoding: .utf8)
+            try config(sim, port: TestEnvironment.freePort(), store: store, secretFile: secretFile).writeForTest(toFile: cfg, replacing: true)
             let out = dir.appendingPathComponent("out.txt").path
             let bin = try #require(TestEnvironment.switchyardBinary())
             let child = try ChildProcess(path: bin, arguments: ["auth", "livecoding", "-c", cfg, "--timeout", "30"] + extra, outputFile: out,
                                          stdinFile: stdinFile)
             return try await withTeardown { try await body(Command(sim: sim, child: child, out: out, store: store)) } teardown: {
-                child.terminateAndReap()
+                await child.stop()
             }
         } teardown: {
             await sim.stop()

@@ -4,6 +4,7 @@ import Glibc
 @testable import NovaAdapter
 import NovaSimulators
 import SwitchyardCore
+import SwitchyardTestSupport
 import Testing
 
 /// Byte-exact vectors from docs/upstreams/nova.md §2.3 (the protocol doc and the SDK's NVCodecV1Tests).
@@ -89,14 +90,14 @@ import Testing
                                 write: { b in wire.written.withLock { $0.append(String(decoding: b, as: UTF8.self)) } },
                                 onProtocolError: { e in wire.errors.withLock { $0.append(e) } })
             async let first = link.send(.light(warm: 255, cool: 255, timeoutMs: 10_000))
-            try await waitFor { wire.written.withLock { $0.count } == 1 }
+            try await waitFor(link) { wire.written.withLock { $0.count } == 1 }
             async let second = link.send(.off)
             // The second is queued behind the first, not written, until the first is acked (the clock,
             // a manual one, never moves: no timeout can let it go).
-            try await waitFor { await link.queue.count == 1 }
+            try await waitFor(link) { await link.queue.count == 1 }
             #expect(wire.written.withLock { $0 } == ["(00:L,FF,FF,2710)"])
             await link.received(Array("(00:A)".utf8))
-            try await waitFor { wire.written.withLock { $0.count } == 2 }
+            try await waitFor(link) { wire.written.withLock { $0.count } == 2 }
             await link.received(Array("(01:A)".utf8))
             if case .acked = await first {} else { Issue.record("first not acked") }
             if case .acked = await second {} else { Issue.record("second not acked") }
@@ -105,12 +106,12 @@ import Testing
             // Ids wrap FF -> 00.
             for i in 2...255 {
                 async let r = link.send(.ping)
-                try await waitFor { wire.written.withLock { $0.count } == i + 1 }
+                try await waitFor(link) { wire.written.withLock { $0.count } == i + 1 }
                 await link.received(Array("(\(NovaCodec.hex(i, 2)):A)".utf8))
                 _ = await r
             }
             async let wrapped = link.send(.ping)
-            try await waitFor { wire.written.withLock { $0.last } == "(00:P)" }
+            try await waitFor(link) { wire.written.withLock { $0.last } == "(00:P)" }
             await link.received(Array("(00:A)".utf8))
             _ = await wrapped
         }
@@ -125,13 +126,13 @@ import Testing
                                 onProtocolError: { e in wire.errors.withLock { $0.append(e) } })
             async let timedOut = link.send(.ping)
             // Its ack timer sleeps until 2 s; just before, nothing has happened.
-            try await waitFor { clock.sleeping == 1 }
+            try await waitFor(link) { clock.sleeping == 1 }
             clock.advance(by: .milliseconds(1999))
             #expect(await link.awaiting != nil)
             clock.advance(by: .milliseconds(1))
             #expect(await timedOut == .timedOut)
             async let next = link.send(.off)
-            try await waitFor { wire.written.withLock { $0.count } == 2 }
+            try await waitFor(link) { wire.written.withLock { $0.count } == 2 }
             await link.received(Array("(01:A)".utf8))
             if case .acked = await next {} else { Issue.record("the next command was not carried out after a timeout") }
             await link.received(Array("(00:A)".utf8))          // a late ack: nothing awaits it
@@ -139,7 +140,7 @@ import Testing
             #expect(wire.errors.withLock { $0 } == ["unexpected ack for id 00", "malformed ack \"(0X:A)\""])
             // The first command's timer, still sleeping, must not end the one sent after it.
             async let pending = link.send(.ping)
-            try await waitFor { wire.written.withLock { $0.count } == 3 }
+            try await waitFor(link) { wire.written.withLock { $0.count } == 3 }
             clock.advance(by: .seconds(1))
             #expect(await link.awaiting != nil)
             await link.close()
@@ -148,10 +149,16 @@ import Testing
         }
     }
 
-    func waitFor(_ condition: @Sendable () async -> Bool) async throws {
+    /// Waits (at most 10 s) until `condition` holds. On a timeout the link is closed first: its sends then
+    /// end (`.disconnected`), so the test's pending `async let`s, awaited as its scope ends, let it fail
+    /// instead of waiting for ever on acks a manual clock never times out.
+    func waitFor(_ link: NovaLink, _ condition: @Sendable () async -> Bool) async throws {
         let deadline = Date().addingTimeInterval(10)
         while await !condition() {
-            if Date() > deadline { throw CancellationError() }
+            if Date() > deadline {
+                await link.close()
+                throw TestError("timed out waiting on the link")
+            }
             try await Task.sleep(for: .milliseconds(5))
         }
     }

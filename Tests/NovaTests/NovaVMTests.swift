@@ -37,7 +37,7 @@ enum BleVM {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sy-nova-vm-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let guest = "\(dir)/guest.sh"
-        try Self.guestScript(dir: dir, bin: bin, sim: sim).write(toFile: guest, atomically: true, encoding: .utf8)
+        try Self.guestScript(dir: dir, bin: bin, sim: sim).writeForTest(toFile: guest, replacing: true)
         let child = try ChildProcess(path: "/bin/bash", arguments: [vm, guest, dir],
                                      environment: ProcessInfo.processInfo.environment.merging(["VM_TIMEOUT": "420"]) { $1 },
                                      outputFile: "\(dir)/vm.log")

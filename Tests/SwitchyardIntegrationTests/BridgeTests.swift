@@ -173,7 +173,7 @@ import SwitchyardTestSupport
             try await probe.waitFor(topic: "\(base)/test/lamp/availability", payload: "online")
             probe.close()
 
-            broker.stop()
+            await broker.stop()
             try await waitUntil("bridge notices") { !bridge.transport.stats().connected }
             // While the broker is down: a state change and an event (non-retained) happen. Each call has
             // put its message in the outbox when it returns.

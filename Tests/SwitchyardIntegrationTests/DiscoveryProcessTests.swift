@@ -69,7 +69,7 @@ import Testing
         let out = TestEnvironment.makeTempDir("demo").appendingPathComponent("out.log").path
         let demo = try ChildProcess(path: sim, arguments: ["demo", "--port", "\(broker.port)", "--base-topic", base, "--log-level", "warning"],
                                     outputFile: out)
-        defer { demo.terminateAndReap() }
+        defer { demo.terminate() }
         // Every adapter running and every device with a state: the demo has settled.
         try await probe.waitFor("every adapter running", timeout: 60) { ms in
             guard let info = ms.last(where: { $0.topic == "\(base)/bridge/info" }).flatMap({ try? JSONValue.parse($0.payload) }),
@@ -207,7 +207,7 @@ import Testing
         virtual:
           devices:
             - {name: kitchen, type: light}
-        """.write(toFile: path, atomically: true, encoding: .utf8)
+        """.writeForTest(toFile: path, replacing: true)
         let bridge = try BridgeProcess(arguments: ["run", "-c", path])
         defer { bridge.signal(SIGKILL) }
         for t in stale { try await probe.waitFor(topic: t, payload: "") }

@@ -25,7 +25,7 @@ import SwitchyardTestSupport
         virtual:
           devices:
             - {name: lamp, type: light}
-        """.write(toFile: path, atomically: true, encoding: .utf8)
+        """.writeForTest(toFile: path, replacing: true)
         let bridge = try BridgeProcess(arguments: ["run", "-c", path])
         defer { bridge.signal(SIGKILL) }
         // The results' reader keeps its session at the broker: what arrives while it is away waits for it.
@@ -61,7 +61,7 @@ import SwitchyardTestSupport
         }
         for _ in 0..<20 {
             await TestEnvironment.sleep(Double.random(in: 1...3))
-            broker.stop()
+            await broker.stop()
             try await broker.start()
         }
         await TestEnvironment.sleep(1)

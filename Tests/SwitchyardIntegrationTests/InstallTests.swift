@@ -45,7 +45,7 @@ import SwitchyardTestSupport
 
         // A second install keeps the config the user edited.
         try "# edited\n".appending(String(contentsOfFile: dest + "/etc/switchyard/config.yaml", encoding: .utf8))
-            .write(toFile: dest + "/etc/switchyard/config.yaml", atomically: true, encoding: .utf8)
+            .writeForTest(toFile: dest + "/etc/switchyard/config.yaml", replacing: true)
         #expect(try await run(make, ["--no-print-directory", "install", "DESTDIR=\(dest)", "PREFIX=/usr", "BIN=\(bin)"], log: log, directory: Self.repo) == 0)
         #expect(try String(contentsOfFile: dest + "/etc/switchyard/config.yaml", encoding: .utf8).hasPrefix("# edited\n"))
 
@@ -53,7 +53,7 @@ import SwitchyardTestSupport
         if fm.isExecutableFile(atPath: "/usr/bin/systemd-analyze") {
             let copy = dir.appendingPathComponent("switchyard.service").path
             try unit.replacingOccurrences(of: "ExecStart=/usr/bin/switchyard", with: "ExecStart=\(dest)/usr/bin/switchyard")
-                .write(toFile: copy, atomically: true, encoding: .utf8)
+                .writeForTest(toFile: copy, replacing: true)
             let verify = dir.appendingPathComponent("verify").path
             #expect(try await run("/usr/bin/systemd-analyze", ["verify", copy], log: verify) == 0,
                     "systemd-analyze verify: \((try? String(contentsOfFile: verify, encoding: .utf8)) ?? "")")

@@ -35,7 +35,7 @@ import Testing
                 livecoding: {api_url: "\(lc.apiURL)", oauth_url: "\(lc.oauthURL)", client_id: c, client_secret: s, channels: [alice], poll_interval: 5}
                 """
             }
-            try config(lifxPoll: 30).write(toFile: path, atomically: true, encoding: .utf8)
+            try config(lifxPoll: 30).writeForTest(toFile: path, replacing: true)
             let probe = try await MQTTProbe.connect(port: broker.port)
             defer { probe.close() }
             try await probe.subscribe("\(base)/bridge/response/config/reload", "\(base)/lifx/kitchen", "\(base)/imp/clock")
@@ -73,7 +73,7 @@ import Testing
             let unchanged = try await settled()
             // The LIFX section changes: that adapter, and only it, restarts each time.
             for i in 1...5 {
-                try config(lifxPoll: 30 + i).write(toFile: path, atomically: true, encoding: .utf8)
+                try config(lifxPoll: 30 + i).writeForTest(toFile: path, replacing: true)
                 try await reload()
             }
             let ms = probe.messages.filter { $0.topic.hasSuffix("config/reload") }
@@ -105,7 +105,7 @@ import Testing
         try """
         mqtt: {url: "mqtt://127.0.0.1:\(broker.port)", base_topic: \(base)}
         ha: {url: "ws://127.0.0.1:\(closedPort)/api/websocket", token: secret-token}
-        """.write(toFile: path, atomically: true, encoding: .utf8)
+        """.writeForTest(toFile: path, replacing: true)
         let probe = try await MQTTProbe.connect(port: broker.port)
         defer { probe.close() }
         try await probe.subscribe("\(base)/bridge/info")

@@ -15,7 +15,7 @@ import SwitchyardTestSupport
         virtual:
           devices:
             - {name: kitchen, type: light}
-        """.write(toFile: path, atomically: true, encoding: .utf8)
+        """.writeForTest(toFile: path, replacing: true)
         return try BridgeProcess(arguments: ["run", "-c", path])
     }
 

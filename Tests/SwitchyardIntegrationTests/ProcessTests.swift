@@ -8,7 +8,7 @@ import SwitchyardTestSupport
 @Suite struct ProcessTests {
     func writeConfig(_ text: String) throws -> String {
         let path = TestEnvironment.makeTempDir("cfg").appendingPathComponent("config.yaml").path
-        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        try text.writeForTest(toFile: path, replacing: true)
         return path
     }
 
@@ -165,7 +165,7 @@ import SwitchyardTestSupport
         let bridge = try BridgeProcess(arguments: ["run", "-c", path, "--log-level", "error"])
         try await probe.waitFor(topic: "\(base)/virtual/kitchen/availability", payload: "online")
 
-        try "mqtt: [broken\n".write(toFile: path, atomically: true, encoding: .utf8)
+        try "mqtt: [broken\n".writeForTest(toFile: path, replacing: true)
         probe.publish("\(base)/bridge/request/config/reload", #"{"transaction": 1}"#)
         let bad = try JSONValue.parse(try await probe.waitFor(topic: "\(base)/bridge/response/config/reload").payload)
         #expect(bad["status"] == "error")
@@ -174,7 +174,7 @@ import SwitchyardTestSupport
         probe.publish("\(base)/virtual/kitchen/set", "ON")   // still serving
         try await probe.waitFor("kitchen ON") { $0.contains { $0.topic == "\(base)/virtual/kitchen" && $0.payload.contains(#""state":"ON""#) } }
 
-        try info("    - {name: kitchen, type: light}\n    - {name: porch, type: switch}\n").write(toFile: path, atomically: true, encoding: .utf8)
+        try info("    - {name: kitchen, type: light}\n    - {name: porch, type: switch}\n").writeForTest(toFile: path, replacing: true)
         probe.clear()
         bridge.signal(SIGHUP)
         let ok = try JSONValue.parse(try await probe.waitFor(topic: "\(base)/bridge/response/config/reload").payload)

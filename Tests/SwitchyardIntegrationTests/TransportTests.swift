@@ -110,7 +110,7 @@ import SwitchyardTestSupport
 
 @Suite struct TLSTests {
     /// A throwaway CA and a server certificate for 127.0.0.1, made with the openssl CLI.
-    static func makeCertificates() throws -> URL {
+    static func makeCertificates() async throws -> URL {
         let dir = TestEnvironment.makeTempDir("tls")
         let script = """
         set -e
@@ -122,14 +122,14 @@ import SwitchyardTestSupport
         chmod 644 server.key
         """
         let child = try ChildProcess(path: "/bin/sh", arguments: ["-c", script], outputFile: dir.appendingPathComponent("openssl.log").path)
-        while child.isRunning { usleep(20_000) }
-        guard child.exitStatus == 0 else { throw TestError("openssl failed") }
+        // RSA keys take seconds on a loaded machine: waited for without holding a thread of the pool.
+        guard await child.wait(timeout: 120) == 0 else { throw TestError("openssl failed") }
         return dir
     }
 
     @Test func theBrokerCertificateIsVerifiedByDefault() async throws {
         guard TestEnvironment.which("openssl") != nil else { throw TestError("openssl is not installed") }
-        let certs = try Self.makeCertificates()
+        let certs = try await Self.makeCertificates()
         let tlsPort = TestEnvironment.freePort()
         let tlsBroker = try await Broker.start(extraConfig: """
         listener \(tlsPort) 127.0.0.1
@@ -158,6 +158,6 @@ import SwitchyardTestSupport
         #expect(untrusted.stats().connects == 0)
         await untrusted.stop(timeout: 0.5)
         await good.stop(timeout: 2)
-        tlsBroker.stop()
+        await tlsBroker.stop()
     }
 }

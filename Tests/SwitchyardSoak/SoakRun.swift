@@ -93,7 +93,7 @@ public enum SoakRun {
         tuning.web = "{listen: \"127.0.0.1:\(webPort)\", auth_token: \"\(webToken)\"}"
         func writeConfig() throws {
             try home.yaml(host: "127.0.0.1", port: broker.port, base: base, stateDir: stateDir, tuning: tuning, log: "warning")
-                .write(toFile: configPath, atomically: true, encoding: .utf8)
+                .writeForTest(toFile: configPath, replacing: true)
         }
         try writeConfig()
         // The config's Livecoding section as the adapter reads it (token_store defaults into state_dir).
@@ -111,7 +111,7 @@ public enum SoakRun {
         probe.stream { feed.yield($0) }
         try await probe.subscribe("#")
         let bridge = try ChildProcess(path: sim, arguments: ["bridge", "-c", configPath], outputFile: dir.appendingPathComponent("bridge.log").path)
-        defer { bridge.terminateAndReap() }
+        defer { bridge.terminate() }
         o.say("soak: broker 127.0.0.1:\(broker.port), bridge pid \(bridge.pid), files in \(dir.path)")
 
         let end = Date().addingTimeInterval(o.minutes * 60)
@@ -154,7 +154,7 @@ public enum SoakRun {
                 counts.broker += 1
                 let hard = counts.broker % 2 == 0
                 await checker.faultBegins("broker", hard ? "broker kill -9" : "broker restart")
-                if hard { await broker.kill() } else { broker.stop() }
+                if hard { await broker.kill() } else { await broker.stop() }
                 try await Task.sleep(for: .seconds(2))
                 try await broker.start()
                 await checker.brokerRestarted()

@@ -119,6 +119,7 @@ public enum TestEnvironment {
 
 /// Polls `condition` (every 20 ms, at most `timeout` seconds) until it holds.
 public func waitUntil(_ what: String, timeout: Double = 30, _ condition: @Sendable () async -> Bool) async throws {
+    StallWatch.startIfAsked()
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
         if await condition() { return }
@@ -155,6 +156,7 @@ public final class Broker: @unchecked Sendable {
     }
 
     public static func start(extraConfig: String = "") async throws -> Broker {
+        StallWatch.startIfAsked()
         var lastError: (any Error)?
         for _ in 0..<3 {
             do {
@@ -180,7 +182,7 @@ public final class Broker: @unchecked Sendable {
         log_type warning
         log_type notice
         \(extraConfig.replacingOccurrences(of: "$DIR/", with: directory))
-        """.write(to: conf, atomically: true, encoding: .utf8)
+        """.writeForTest(to: conf, replacing: true)
         let p = try ChildProcess(path: TestEnvironment.which("mosquitto")!, arguments: ["-c", conf.path],
                                  outputFile: dir.appendingPathComponent("stdout.log").path)
         process = p
@@ -193,13 +195,21 @@ public final class Broker: @unchecked Sendable {
             if !p.isRunning { break }
             await TestEnvironment.sleep(0.05)
         }
-        stop()
+        await stop()
         throw TestError("mosquitto did not start on port \(port)")
     }
 
-    /// Stops the broker; with persistence off, every retained message is gone.
+    /// Stops the broker and waits until it is gone (its port is free for `start` again); with persistence
+    /// off, every retained message is gone.
+    public func stop() async {
+        await process?.stop()
+        process = nil
+    }
+
+    /// Stops the broker without waiting for it (`defer`, `deinit`: synchronous paths, which must not hold
+    /// a thread of the cooperative pool): it is gone a moment later.
     public func stop() {
-        process?.terminateAndReap()
+        process?.terminate()
         process = nil
     }
 

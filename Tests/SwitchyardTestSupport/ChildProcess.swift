@@ -87,7 +87,33 @@ public final class ChildProcess: @unchecked Sendable {
         return nil
     }
 
-    /// Blocking stop for deinit paths: SIGTERM, then SIGKILL after 5 s.
+    /// SIGTERM, then SIGKILL after `timeout` seconds; waits for the exit without holding a thread (a test's
+    /// thread is one of the cooperative pool's two).
+    public func stop(timeout: Double = 5) async {
+        guard isRunning else { return }
+        kill(pid, SIGTERM)
+        if await wait(timeout: timeout) == nil { _ = await wait(timeout: 5) }
+    }
+
+    /// SIGTERM and return: a thread of its own sends SIGKILL after 5 s if need be and reaps the process. For
+    /// synchronous paths (`defer`, `deinit`), which must not block the cooperative pool's thread they run on.
+    public func terminate() {
+        guard isRunning else { return }
+        kill(pid, SIGTERM)
+        let thread = Thread { [self] in
+            for _ in 0..<250 {
+                if !isRunning { return }
+                usleep(20_000)
+            }
+            kill(pid, SIGKILL)
+            while isRunning { usleep(10_000) }
+        }
+        thread.name = "reaper"
+        thread.start()
+    }
+
+    /// SIGTERM, then SIGKILL after 5 s, and back once the process is gone, blocking the calling thread: for
+    /// the bench's executable, never for a test (use `stop()` or `terminate()`).
     public func terminateAndReap() {
         guard isRunning else { return }
         kill(pid, SIGTERM)
@@ -98,4 +124,23 @@ public final class ChildProcess: @unchecked Sendable {
         kill(pid, SIGKILL)
         while isRunning { usleep(10_000) }
     }
+}
+
+extension String {
+    /// Writes the string to `path` (created or truncated) without the fsync that Foundation's `write(to…)`
+    /// makes, atomic or not: on a machine busy writing (builds beside the tests) one fsync took seconds, and
+    /// the test thread that waited for it was one of the cooperative pool's two. A test's files live as long
+    /// as the test and need no durability. Readers that must never see a half-written file (a config reloaded
+    /// by a running bridge) get it by rename: `replacing: true`.
+    public func writeForTest(toFile path: String, replacing: Bool = false) throws {
+        let target = replacing ? path + ".tmp-\(getpid())" : path
+        guard let f = fopen(target, "w") else { throw TestError("cannot write \(target): \(String(cString: strerror(errno)))") }
+        let bytes = Array(utf8)
+        let written = bytes.withUnsafeBufferPointer { fwrite($0.baseAddress, 1, $0.count, f) }
+        let closed = fclose(f)
+        guard written == bytes.count, closed == 0 else { throw TestError("cannot write \(target): \(String(cString: strerror(errno)))") }
+        if replacing, rename(target, path) != 0 { throw TestError("cannot rename to \(path): \(String(cString: strerror(errno)))") }
+    }
+
+    public func writeForTest(to url: URL, replacing: Bool = false) throws { try writeForTest(toFile: url.path, replacing: replacing) }
 }

@@ -24,6 +24,7 @@ public final class InMemoryBridge: Sendable {
     @discardableResult
     public static func with<R: Sendable>(base: String = "b", adapters: [any Adapter], discovery: Bool = false,
                                          _ body: (InMemoryBridge) async throws -> R) async throws -> R {
+        StallWatch.startIfAsked()
         var logger = Logger(label: "test-engine")
         logger.logLevel = .critical
         let transport = InMemoryTransport()

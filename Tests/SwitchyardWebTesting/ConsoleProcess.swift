@@ -35,7 +35,7 @@ public final class ConsoleProcess: Sendable {
         let dir = TestEnvironment.makeTempDir("console")
         configPath = dir.appendingPathComponent("config.yaml").path
         try Self.config(brokerPort: brokerPort, base: base, web: web ?? "{listen: \"127.0.0.1:\(webPort)\"}", lights: lights, extra: extra)
-            .write(toFile: configPath, atomically: true, encoding: .utf8)
+            .writeForTest(toFile: configPath, replacing: true)
         bridge = try BridgeProcess(arguments: ["run", "-c", configPath], environment: environment)
         let port = webPort, bridge = self.bridge
         try await waitUntil("the console answers /livez", timeout: 30) {

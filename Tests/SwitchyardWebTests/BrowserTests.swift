@@ -21,7 +21,7 @@ struct BrowserTests {
         let demo = try ChildProcess(path: sim, arguments: ["demo", "--port", "\(broker.port)", "--base-topic", base, "--web", "127.0.0.1:\(web)",
                                                            "--log-level", "warning"],
                                     outputFile: dir.appendingPathComponent("demo.log").path)
-        defer { demo.terminateAndReap() }
+        defer { demo.terminate() }
         try await waitUntil("the demo's console is ready", timeout: 60) {
             (try? HTTPProbe.request(port: web, "/readyz", timeout: 2))?.status == 200
         }
@@ -37,7 +37,7 @@ struct BrowserTests {
         let log = dir.appendingPathComponent("browser.log").path
         let browser = try ChildProcess(path: Self.python, arguments: arguments, outputFile: log)
         let status = await browser.wait(timeout: 240)
-        if status == nil { browser.terminateAndReap() }
+        if status == nil { await browser.stop() }
         let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         print(output)
         #expect(status == 0, "the browser test failed:\n\(output)")

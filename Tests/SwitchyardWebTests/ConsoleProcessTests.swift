@@ -79,7 +79,7 @@ import SwitchyardWebTesting
         defer { console.stop() }
         try await waitUntil("ready", timeout: 20) { (try? console.get("/readyz"))?.status == 200 }
         #expect(try console.get("/readyz").body.contains(#"{"ready":true}"#))
-        broker.stop()
+        await broker.stop()
         try await waitUntil("not ready with the broker down", timeout: 20) { (try? console.get("/readyz"))?.status == 503 }
         let down = try console.get("/readyz")
         #expect(down.body.contains("broker: not connected"), "\(down.body)")
@@ -158,7 +158,7 @@ import SwitchyardWebTesting
         let path = dir.appendingPathComponent("config.yaml").path
         let port = TestEnvironment.freePort()
         try ConsoleProcess.config(brokerPort: broker.port, base: uniqueBase(), web: "{listen: \"0.0.0.0:\(port)\"}")
-            .write(toFile: path, atomically: true, encoding: .utf8)
+            .writeForTest(toFile: path, replacing: true)
         let bridge = try BridgeProcess(arguments: ["run", "-c", path])
         let status = try await bridge.waitForExit(timeout: 30)
         #expect(status == 2)
@@ -243,7 +243,7 @@ import SwitchyardWebTesting
         try await probe.subscribe("\(console.base)/bridge/response/config/reload")
         let moved = TestEnvironment.freePort()
         try ConsoleProcess.config(brokerPort: broker.port, base: console.base, web: "{listen: \"127.0.0.1:\(moved)\"}")
-            .write(toFile: console.configPath, atomically: true, encoding: .utf8)
+            .writeForTest(toFile: console.configPath, replacing: true)
         console.bridge.signal(SIGHUP)
         let response = try await probe.waitFor(topic: "\(console.base)/bridge/response/config/reload")
         #expect(response.payload.contains(#""status":"ok""#) && !response.payload.contains("\"web\""), "\(response.payload)")
@@ -251,7 +251,7 @@ import SwitchyardWebTesting
         try await waitUntil("the old port closed", timeout: 15) { !TestEnvironment.canConnect(port: console.webPort) }
         // Off, and on again.
         try ConsoleProcess.config(brokerPort: broker.port, base: console.base, web: "{enabled: false, listen: \"127.0.0.1:\(moved)\"}")
-            .write(toFile: console.configPath, atomically: true, encoding: .utf8)
+            .writeForTest(toFile: console.configPath, replacing: true)
         console.bridge.signal(SIGHUP)
         try await waitUntil("the console off", timeout: 15) { !TestEnvironment.canConnect(port: moved) }
         #expect(console.bridge.child.isRunning)
@@ -305,10 +305,10 @@ import SwitchyardWebTesting
             let path = dir.appendingPathComponent("config.yaml").path
             try? ConsoleProcess.config(brokerPort: broker.port, base: uniqueBase(),
                                        web: "{listen: \"127.0.0.1:\(port)\", auth_token: \"\(token)\", tls_cert: \"\(cert)\", tls_key: \"\(key)\"}")
-                .write(toFile: path, atomically: true, encoding: .utf8)
+                .writeForTest(toFile: path, replacing: true)
             return path
         }()], outputFile: dir.appendingPathComponent("bridge.log").path)
-        defer { bridge.terminateAndReap() }
+        defer { bridge.terminate() }
         @Sendable func curl(_ args: [String]) async throws -> String {
             let out = dir.appendingPathComponent("curl-\(UUID().uuidString.prefix(4)).log").path
             let c = try ChildProcess(path: "/usr/bin/curl", arguments: ["-ksS", "--max-time", "5"] + args, outputFile: out)
