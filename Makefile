@@ -9,6 +9,8 @@ LIFX_EMULATOR := .build/lifx-venv/bin/lifx-emulator
 # The console's browser test (Tests/browser): selenium (driving Debian's chromium) and prometheus_client (a
 # real parser of /metrics) from PyPI, in a venv under .build. selenium 4.52 and later need a newer certifi.
 WEB_VENV := .build/web-venv/bin/python
+# The MQTT 5 client test's paho-mqtt (Tests/mqtt5: a client as users write one), from PyPI in a venv under .build.
+MQTT_VENV := .build/mqtt-venv/bin/python
 MQTT_HOST    ?= 127.0.0.1
 MQTT_PORT    ?= 1883
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -49,7 +51,7 @@ run: build broker
 WATCHDOG := scripts/watchdog.sh
 test:
 	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(TEST_PACKAGES)"
-	@$(MAKE) --no-print-directory $(LIFX_EMULATOR) $(WEB_VENV)
+	@$(MAKE) --no-print-directory $(LIFX_EMULATOR) $(WEB_VENV) $(MQTT_VENV)
 	swift build --build-tests $(SWIFT_FLAGS)
 	$(WATCHDOG) 1200 swift test --skip-build $(SWIFT_FLAGS) --skip NovaVMTests
 	$(WATCHDOG) 900 swift test --skip-build $(SWIFT_FLAGS) --filter NovaVMTests
@@ -103,6 +105,9 @@ soak: deps
 $(LIFX_EMULATOR):
 	python3 -m venv .build/lifx-venv && .build/lifx-venv/bin/pip install -q lifx-emulator==4.11.0
 
+$(MQTT_VENV):
+	python3 -m venv .build/mqtt-venv && .build/mqtt-venv/bin/pip install -q "paho-mqtt==2.1.0"
+
 $(WEB_VENV):
 	python3 -m venv .build/web-venv && .build/web-venv/bin/pip install -q "selenium==4.51.0" "prometheus_client==0.26.0"
 
@@ -136,7 +141,7 @@ fuzz: deps
 ## build directory so that the debug build stays as it is. CI runs it after `make test` (docs/testing.md).
 sanitize-address:
 	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(TEST_PACKAGES)"
-	@$(MAKE) --no-print-directory $(LIFX_EMULATOR) $(WEB_VENV)
+	@$(MAKE) --no-print-directory $(LIFX_EMULATOR) $(WEB_VENV) $(MQTT_VENV)
 	swift build --build-tests --sanitize=address --scratch-path .build/asan
 	SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/sanitizers/lsan.supp \
 	  $(WATCHDOG) 1800 swift test --skip-build --sanitize=address --scratch-path .build/asan --skip NovaVMTests
@@ -144,7 +149,7 @@ sanitize-address:
 ## The same under ThreadSanitizer, which must report nothing (the first report stops the run).
 sanitize-thread:
 	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(TEST_PACKAGES)"
-	@$(MAKE) --no-print-directory $(LIFX_EMULATOR) $(WEB_VENV)
+	@$(MAKE) --no-print-directory $(LIFX_EMULATOR) $(WEB_VENV) $(MQTT_VENV)
 	SWIFT_BACKTRACE=enable=no TSAN_OPTIONS=halt_on_error=1 swift test --sanitize=thread --scratch-path .build/tsan --skip NovaVMTests
 
 sanitize: sanitize-address sanitize-thread

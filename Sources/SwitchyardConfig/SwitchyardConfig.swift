@@ -41,6 +41,12 @@ public struct SwitchyardConfig: Sendable, Equatable {
         public var commandMaxAge = 30.0
         public var maxPayload = 256 * 1024
         public var maxInflight = 100
+        /// MQTT 5 topic aliases the bridge may use on a connection (0: none).
+        public var maxTopicAliases = 1_000
+        /// MQTT 5 Message Expiry Interval of non-retained events, log lines and results, seconds (0: none).
+        public var expiryEvents = 0
+        public var expiryLogs = 0
+        public var expiryResults = 0
         public var outboxMaxEvents = 10_000
         public var outboxMaxEventBytes = 8 << 20
         public var inboundMaxMessages = 1_000
@@ -195,6 +201,12 @@ public struct SwitchyardConfig: Sendable, Equatable {
         c.commandMaxAge = m.double("command_max_age", 30, min: 0)
         c.maxPayload = m.int("max_payload", 256 * 1024, min: 1, max: 268_435_455)
         c.maxInflight = m.int("max_inflight", 100, min: 1, max: 65_535)
+        c.maxTopicAliases = m.int("max_topic_aliases", 1_000, min: 0, max: 65_535)
+        let expiry = m.section("message_expiry")
+        c.expiryEvents = expiry.int("events", 0, min: 0, max: 4_294_967_295)
+        c.expiryLogs = expiry.int("logs", 0, min: 0, max: 4_294_967_295)
+        c.expiryResults = expiry.int("results", 0, min: 0, max: 4_294_967_295)
+        expiry.finish()
         let outbox = m.section("outbox")
         c.outboxMaxEvents = outbox.int("max_events", 10_000, min: 0, max: 10_000_000)
         c.outboxMaxEventBytes = outbox.int("max_event_bytes", 8 << 20, min: 0, max: 1 << 40)

@@ -64,7 +64,13 @@ public enum BridgeAPI {
                 "connected": .bool(s.connected), "outbox": JSONValue(s.outbox), "dropped": JSONValue(s.dropped),
                 "outbox_event_bytes": JSONValue(s.outboxEventBytes),
                 "published": JSONValue(s.published), "received": JSONValue(s.received), "connects": JSONValue(s.connects),
-                "inbound_pauses": JSONValue(s.inboundPauses), "oversize": JSONValue(s.oversize),
+                "inbound_pauses": JSONValue(s.inboundPauses), "oversize": JSONValue(s.oversize), "expired": JSONValue(s.expired),
+                // What the broker's MQTT 5 CONNACK said (null: nothing, or 3.1.1).
+                "broker": [
+                    "receive_maximum": s.receiveMaximum.map { JSONValue($0) } ?? .null,
+                    "maximum_packet_size": s.maximumPacketSize.map { JSONValue($0) } ?? .null,
+                    "topic_alias_maximum": s.topicAliasMaximum.map { JSONValue($0) } ?? .null,
+                ],
             ],
             "limits": .object(limits.mapValues { JSONValue($0) }),
             "adapters": .object(adapters),

@@ -117,7 +117,11 @@ extension BridgeEngine {
     func mirrorPublish(_ adapterID: String, _ generation: UInt64, _ messages: [MirrorMessage]) {
         guard current(adapterID, generation) != nil else { return }
         let prefix = "\(scheme.base)/\(adapterID)/"
-        transport.publish(messages.map { Publication(prefix + $0.relative, $0.payload, qos: 1, retain: $0.retain) })
+        transport.publish(messages.map { m in
+            var p = Publication(prefix + m.relative, m.payload, qos: 1, retain: m.retain)
+            if !m.retain { p.properties.expiry = settings.expiry.events }
+            return p
+        })
     }
 
     func setMirrorAvailable(_ adapterID: String, _ generation: UInt64, _ available: Bool) {
@@ -155,12 +159,15 @@ extension BridgeEngine {
     func publish(_ p: Publication) { transport.publish([p]) }
 
     /// A registry's outputs in order, the publications handed over together (one lock and one wake-up of the
-    /// network thread for a listing of thousands, not one each).
+    /// network thread for a listing of thousands, not one each). Its events (`device_added`, …) expire as
+    /// `publishEvent`'s do.
     func emit(_ outputs: [RegistryOutput]) {
         var batch: [Publication] = []
         for o in outputs {
             switch o {
-            case .publish(let p): batch.append(p)
+            case .publish(var p):
+                if !p.retain && settings.expiry.events > 0 && p.topic == scheme.bridge("event") { p.properties.expiry = settings.expiry.events }
+                batch.append(p)
             case .log(let level, let message):
                 transport.publish(batch)
                 batch.removeAll()
@@ -173,10 +180,11 @@ extension BridgeEngine {
     /// A topic quoted in a message: at most 200 bytes of UTF-8, then "…" (see `excerpt`).
     nonisolated static func quoted(_ s: String) -> String { s.excerpt(200) }
 
-    /// One error, the same words on bridge/log, in the process log and on `<device>/result`.
+    /// One error, the same words on bridge/log, in the process log, on `<device>/result` (with a transaction)
+    /// and on an MQTT 5 client's Response Topic (`replyTo`).
     /// At most `errorLogsPerSecond` a second reach the logs; the rest are counted and summed up in one
-    /// warning when the second is over (a `<device>/result` is always sent: its publisher asked for it).
-    func reportError(_ message: String, topic: String, transaction: JSONValue?, resultTopic: String?) {
+    /// warning when the second is over (an answer is always sent: its publisher asked for it).
+    func reportError(_ message: String, topic: String, transaction: JSONValue?, resultTopic: String?, replyTo: ReplyTo? = nil) {
         let now = clock.now()
         if let w = errorWindow, (now - w.start).seconds < 1 {
             if w.logged < Self.errorLogsPerSecond {
@@ -192,9 +200,11 @@ extension BridgeEngine {
             errorWindow = (now, 1, 0)
             log(.error, message, topic: topic)
         }
-        if let transaction, let resultTopic {
-            transport.publish(resultTopic, json: ["transaction": transaction, "status": "error", "error": .string(message)], qos: 1, retain: false)
-        }
+        let answered = transaction != nil ? resultTopic : nil
+        guard answered != nil || replyTo != nil else { return }
+        var result: [String: JSONValue] = ["status": "error", "error": .string(message)]
+        if let transaction { result["transaction"] = transaction }
+        publishAnswer(.object(result), on: answered, replyTo: replyTo)
     }
 
     func summariseSuppressed() {
@@ -213,11 +223,15 @@ extension BridgeEngine {
         case .warning: logger.warning("\(message)", metadata: meta)
         case .error: logger.error("\(message)", metadata: meta)
         }
-        transport.publish(scheme.bridge("log"), json: .object(o), qos: 0, retain: false)
+        var p = Publication(scheme.bridge("log"), json: .object(o), qos: 0, retain: false)
+        p.properties.expiry = settings.expiry.logs
+        publish(p)
     }
 
     func publishEvent(_ type: String, _ data: [String: JSONValue]) {
-        transport.publish(scheme.bridge("event"), json: ["type": .string(type), "data": .object(data)], qos: 1, retain: false)
+        var p = Publication(scheme.bridge("event"), json: ["type": .string(type), "data": .object(data)], qos: 1, retain: false)
+        p.properties.expiry = settings.expiry.events
+        publish(p)
     }
 
     /// Publications handed to the transport at a time by `report`.

@@ -6,25 +6,25 @@ import Foundation
 
 /// The bridge's requests as the engine serves them: read (`BridgeAPI.parse`), answered by a child of
 /// `run` so that a request that waits on an adapter holds up nothing else, and responded to on
-/// `bridge/response/<path>` (`BridgeAPI.response`).
+/// `bridge/response/<path>` (`BridgeAPI.response`), and on an MQTT 5 client's Response Topic when it gave one.
 extension BridgeEngine {
-    func handleRequest(path: String, payload: [UInt8]) {
+    func handleRequest(path: String, payload: [UInt8], replyTo: ReplyTo? = nil) {
         // Only an adapter's own requests read the body; the bridge's read the transaction alone. Paths are
         // matched without case (`answer`), so the adapter is looked up so too.
         let parts = path.lowercased().split(separator: "/", maxSplits: 1)
         switch BridgeAPI.parse(payload, body: parts.count == 2 && entries[String(parts[0])] != nil) {
         case .failure(let e):
-            respond(path, .failure(e), transaction: nil)
+            respond(path, .failure(e), transaction: nil, replyTo: replyTo)
             reportError(e.message, topic: scheme.bridge("request/\(path)"), transaction: nil, resultTopic: nil)
         case .success(let (body, transaction)):
             // Answered by a child of `run`: a request that waits on an adapter holds up nothing else.
-            if case .terminated = childJobQueue.yield(.request(path: path, body: body, transaction: transaction)) {
-                respond(path, .failure(AdapterError("the bridge is stopping")), transaction: transaction)
+            if case .terminated = childJobQueue.yield(.request(path: path, body: body, transaction: transaction, replyTo: replyTo)) {
+                respond(path, .failure(AdapterError("the bridge is stopping")), transaction: transaction, replyTo: replyTo)
             }
         }
     }
 
-    func serveRequest(path: String, body: JSONValue, transaction: JSONValue?) async {
+    func serveRequest(path: String, body: JSONValue, transaction: JSONValue?, replyTo: ReplyTo?) async {
         let result: Result<JSONValue, AdapterError>
         do {
             result = .success(try await answer(path: path.lowercased(), body: body))
@@ -36,11 +36,32 @@ extension BridgeEngine {
         if case .failure(let e) = result {
             reportError("request \(path) failed: \(e.message)", topic: scheme.bridge("request/\(path)"), transaction: nil, resultTopic: nil)
         }
-        respond(path, result, transaction: transaction)
+        respond(path, result, transaction: transaction, replyTo: replyTo)
     }
 
-    func respond(_ path: String, _ result: Result<JSONValue, AdapterError>, transaction: JSONValue?) {
-        transport.publish(scheme.response(path), json: BridgeAPI.response(result, transaction: transaction), qos: 1, retain: false)
+    /// On `bridge/response/<path>` always (3.1.1 clients and scripts read it there), and on the v5 client's
+    /// Response Topic with its Correlation Data.
+    func respond(_ path: String, _ result: Result<JSONValue, AdapterError>, transaction: JSONValue?, replyTo: ReplyTo?) {
+        publishAnswer(BridgeAPI.response(result, transaction: transaction), on: scheme.response(path), replyTo: replyTo)
+    }
+
+    /// An answer (a result, a response): on its own topic when it has one (`on`), and on the v5 client's Response
+    /// Topic with its Correlation Data; once, with the Correlation Data, when the two are one topic. QoS 1, not
+    /// retained, expiring after `mqtt.message_expiry.results` (docs/topics.md "MQTT 5").
+    func publishAnswer(_ payload: JSONValue, on topic: String?, replyTo: ReplyTo?) {
+        let bytes = payload.bytes
+        var batch: [Publication] = []
+        if let topic {
+            var p = Publication(topic, bytes, qos: 1, retain: false)
+            p.properties = MessageProperties(expiry: settings.expiry.results, correlationData: replyTo?.topic == topic ? replyTo?.correlationData : nil)
+            batch.append(p)
+        }
+        if let replyTo, replyTo.topic != topic {
+            var p = Publication(replyTo.topic, bytes, qos: 1, retain: false)
+            p.properties = MessageProperties(expiry: settings.expiry.results, correlationData: replyTo.correlationData)
+            batch.append(p)
+        }
+        transport.publish(batch)
     }
 
     func answer(path: String, body: JSONValue) async throws -> JSONValue {

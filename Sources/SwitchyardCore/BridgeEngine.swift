@@ -23,8 +23,8 @@ public actor BridgeEngine {
     /// What the engine hands an adapter through its queue: a command, a mirror command, a `/get`.
     enum AdapterWork: Sendable {
         case command(DeviceCommand, Reply)
-        case mirror(path: String, payload: [UInt8], topic: String)
-        case refresh(deviceID: String, topic: String)
+        case mirror(path: String, payload: [UInt8], topic: String, replyTo: ReplyTo?)
+        case refresh(deviceID: String, topic: String, replyTo: ReplyTo?)
 
         /// What the queued work holds on to, as counted against `commandQueueBytes` (measured once, when
         /// it is queued; the queue carries the figure so that taking it off does not measure again).
@@ -32,8 +32,10 @@ public actor BridgeEngine {
             switch self {
             case .command(let c, let r):
                 return JSONValue.object(c.fields).bytes.count + r.topic.utf8.count + (r.transaction?.bytes.count ?? 0) + r.resultTopic.utf8.count
-            case .mirror(let path, let payload, let topic): return payload.count + path.utf8.count + topic.utf8.count
-            case .refresh(let id, let topic): return id.utf8.count + topic.utf8.count
+                    + (r.replyTo?.footprint ?? 0)
+            case .mirror(let path, let payload, let topic, let replyTo):
+                return payload.count + path.utf8.count + topic.utf8.count + (replyTo?.footprint ?? 0)
+            case .refresh(let id, let topic, let replyTo): return id.utf8.count + topic.utf8.count + (replyTo?.footprint ?? 0)
             }
         }
     }
@@ -49,6 +51,11 @@ public actor BridgeEngine {
         let topic: String
         let transaction: JSONValue?
         let resultTopic: String
+        /// An MQTT 5 client's Response Topic and Correlation Data: answered there too.
+        let replyTo: ReplyTo?
+
+        /// Whether its outcome is published: it gave a transaction, or a Response Topic.
+        var wantsAnswer: Bool { transaction != nil || replyTo != nil }
     }
 
     /// A command with a transaction that has not been answered yet, and the adapter instance it went to.
@@ -119,7 +126,7 @@ public actor BridgeEngine {
     /// request to answer, something to do after a delay.
     enum ChildJob: Sendable {
         case host(HostedAdapter)
-        case request(path: String, body: JSONValue, transaction: JSONValue?)
+        case request(path: String, body: JSONValue, transaction: JSONValue?, replyTo: ReplyTo?)
         case reannounce(generation: Int, delay: Double)
         case settle(adapter: String, generation: UInt64, after: Double)
         case summariseSuppressed(after: Double)
@@ -239,8 +246,8 @@ public actor BridgeEngine {
                 switch job {
                 case .host(let h):
                     group.addTask { await Self.host(h, engine: self) }
-                case .request(let path, let body, let transaction):
-                    group.addTask { await self.serveRequest(path: path, body: body, transaction: transaction) }
+                case .request(let path, let body, let transaction, let replyTo):
+                    group.addTask { await self.serveRequest(path: path, body: body, transaction: transaction, replyTo: replyTo) }
                 case .reannounce(let generation, let delay):
                     group.addTask {
                         do { try await self.clock.sleep(seconds: delay) } catch { return }
@@ -400,17 +407,17 @@ public actor BridgeEngine {
 
     /// A command for a device its adapter has not listed: held until the adapter lists (within the
     /// per-adapter bounds), or refused as unknown once it has.
-    func hold(_ m: InboundMessage, for entry: AdapterEntry, _ message: String, transaction: JSONValue?, resultTopic: String) {
-        switch entry.life.hold(m, bytes: m.payload.count) {
+    func hold(_ m: InboundMessage, for entry: AdapterEntry, _ message: String, transaction: JSONValue?, resultTopic: String, replyTo: ReplyTo?) {
+        switch entry.life.hold(m, bytes: m.payload.count + (m.replyTo?.footprint ?? 0)) {
         case .kept, .enqueue:
             return
         case .refuse(.heldFull):
             Bounds.hit("held_commands")
             reportError("\(message): adapter '\(entry.adapter.id)' has not listed its devices yet and holds no more commands; dropped",
-                        topic: m.topic, transaction: transaction, resultTopic: resultTopic)
+                        topic: m.topic, transaction: transaction, resultTopic: resultTopic, replyTo: replyTo)
         case .refuse:
             observers.commandRefused(m.topic)
-            reportError(message, topic: m.topic, transaction: transaction, resultTopic: resultTopic)
+            reportError(message, topic: m.topic, transaction: transaction, resultTopic: resultTopic, replyTo: replyTo)
         }
     }
 
@@ -463,6 +470,10 @@ public actor BridgeEngine {
             logger.debug("broker disconnected: publishes wait in the outbox", metadata: ["reason": "\(reason)"])
         case .message(let m):
             handle(m)
+        case .refused(let topic, let reason):
+            Bounds.hit("packet_size")
+            // Not about bridge/log itself: a log line too large for the broker must not make another one.
+            if topic == scheme.bridge("log") { logger.error("\(reason)") } else { log(.error, reason, topic: topic) }
         }
     }
 
@@ -483,26 +494,29 @@ public actor BridgeEngine {
             guard retainedCommandTopicsLogged.insert(topic).inserted else { return }
             log(.warning, "ignored a retained command (commands must not be published with retain; clear it with: mosquitto_pub -r -n -t '\(topic)')",
                 topic: topic)
-        case .request(let path, let payload):
-            handleRequest(path: path, payload: payload)
-        case .mirror(let adapter, let path, let topic):
-            if let entry = entries[adapter] { enqueue(entry, .mirror(path: path, payload: m.payload, topic: topic)) }
-        case .command(let adapter, let command, let topic, let transaction, let resultTopic):
+        case .request(let path, let payload, let replyTo):
+            handleRequest(path: path, payload: payload, replyTo: replyTo)
+        case .refusedRequest(let path, let message):
+            respond(path, .failure(AdapterError(message)), transaction: nil, replyTo: nil)
+            reportError(message, topic: m.topic, transaction: nil, resultTopic: nil)
+        case .mirror(let adapter, let path, let topic, let replyTo):
+            if let entry = entries[adapter] { enqueue(entry, .mirror(path: path, payload: m.payload, topic: topic, replyTo: replyTo)) }
+        case .command(let adapter, let command, let topic, let transaction, let resultTopic, let replyTo):
             nextTicket += 1
             let reply = Reply(ticket: nextTicket, adapter: adapter, routedAt: clock.now(), topic: topic, transaction: transaction,
-                              resultTopic: resultTopic)
+                              resultTopic: resultTopic, replyTo: replyTo)
             if let entry = entries[adapter] { enqueue(entry, .command(command, reply)) }
-        case .refresh(let adapter, let deviceID, let topic):
-            if let entry = entries[adapter] { enqueue(entry, .refresh(deviceID: deviceID, topic: topic)) }
-        case .reject(let message, let topic, let transaction, let resultTopic):
+        case .refresh(let adapter, let deviceID, let topic, let replyTo):
+            if let entry = entries[adapter] { enqueue(entry, .refresh(deviceID: deviceID, topic: topic, replyTo: replyTo)) }
+        case .reject(let message, let topic, let transaction, let resultTopic, let replyTo):
             observers.commandRefused(topic)
-            reportError(message, topic: topic, transaction: transaction, resultTopic: resultTopic)
-        case .unknownDevice(let adapter, let message, let topic, let transaction, let resultTopic):
+            reportError(message, topic: topic, transaction: transaction, resultTopic: resultTopic, replyTo: replyTo)
+        case .unknownDevice(let adapter, let message, let topic, let transaction, let resultTopic, let replyTo):
             if let entry = entries[adapter] {
-                hold(m, for: entry, message, transaction: transaction, resultTopic: resultTopic)
+                hold(m, for: entry, message, transaction: transaction, resultTopic: resultTopic, replyTo: replyTo)
             } else {
                 observers.commandRefused(topic)
-                reportError(message, topic: topic, transaction: transaction, resultTopic: resultTopic)
+                reportError(message, topic: topic, transaction: transaction, resultTopic: resultTopic, replyTo: replyTo)
             }
         }
     }
@@ -562,27 +576,32 @@ public actor BridgeEngine {
         switch work {
         case .command(_, let r):
             observers.commandFinished(r, ok: false, at: clock.now())
-            reportError(message, topic: r.topic, transaction: r.transaction, resultTopic: r.resultTopic)
-        case .mirror(_, _, let topic), .refresh(_, let topic): reportError(message, topic: topic, transaction: nil, resultTopic: nil)
+            reportError(message, topic: r.topic, transaction: r.transaction, resultTopic: r.resultTopic, replyTo: r.replyTo)
+        case .mirror(_, _, let topic, let replyTo), .refresh(_, let topic, let replyTo):
+            reportError(message, topic: topic, transaction: nil, resultTopic: nil, replyTo: replyTo)
         }
     }
 
-    /// A queued command with a transaction is on the books until `answer` (or `answerLeftovers`) answers it.
+    /// A queued command with a transaction (or a Response Topic) is on the books until `answer` (or
+    /// `answerLeftovers`) answers it.
     func track(_ r: Reply, _ entry: AdapterEntry) {
-        guard r.transaction != nil else { return }
+        guard r.wantsAnswer else { return }
         awaiting[r.ticket] = Awaiting(adapterID: entry.adapter.id, generation: entry.generation, reply: r)
     }
 
     /// The one result of a command: `ok`, or its error (also on bridge/log). A command answered already
     /// (by `answerLeftovers`, when its adapter stopped) only logs.
     func answer(_ r: Reply, error: String?) {
-        let first = r.transaction != nil && awaiting.removeValue(forKey: r.ticket) != nil
-        // Its outcome is counted once: a command with a transaction when it leaves `awaiting`.
-        if first || r.transaction == nil { observers.commandFinished(r, ok: error == nil, at: clock.now()) }
+        let first = r.wantsAnswer && awaiting.removeValue(forKey: r.ticket) != nil
+        // Its outcome is counted once: a command with a transaction (or a Response Topic) when it leaves `awaiting`.
+        if first || !r.wantsAnswer { observers.commandFinished(r, ok: error == nil, at: clock.now()) }
         if let error {
-            reportError(error, topic: r.topic, transaction: first ? r.transaction : nil, resultTopic: r.resultTopic)
-        } else if first, let transaction = r.transaction {
-            transport.publish(r.resultTopic, json: ["transaction": transaction, "status": "ok"], qos: 1, retain: false)
+            reportError(error, topic: r.topic, transaction: first ? r.transaction : nil, resultTopic: r.resultTopic,
+                        replyTo: first ? r.replyTo : nil)
+        } else if first {
+            var result: [String: JSONValue] = ["status": "ok"]
+            if let transaction = r.transaction { result["transaction"] = transaction }
+            publishAnswer(.object(result), on: r.transaction == nil ? nil : r.resultTopic, replyTo: r.replyTo)
         }
     }
 
@@ -610,40 +629,50 @@ public actor BridgeEngine {
                 await engine.answer(reply, error: message(of: error, adapter: adapter.id))
                 return nil
             }
-            if pending.isDone && reply.transaction == nil {
+            if pending.isDone && !reply.wantsAnswer {
                 engine.observers.commandFinished(reply, ok: true, at: engine.clock.now())
                 return nil
             }
             return {
                 var failure: String?
                 do { try await pending.wait() } catch { failure = message(of: error, adapter: adapter.id) }
-                if failure != nil || reply.transaction != nil {
+                if failure != nil || reply.wantsAnswer {
                     await engine.answer(reply, error: failure)
                 } else {
                     engine.observers.commandFinished(reply, ok: true, at: engine.clock.now())
                 }
             }
-        case .mirror(let path, let payload, let topic):
+        case .mirror(let path, let payload, let topic, let replyTo):
             guard let mirror = adapter as? any MirrorAdapter else { return nil }
             do {
                 try await mirror.command(path: path, payload: payload, context: context)
+                if let replyTo { await engine.publishAnswer(["status": "ok"], on: nil, replyTo: replyTo) }
             } catch {
-                await engine.reportError(message(of: error), topic: topic, transaction: nil, resultTopic: nil)
+                await engine.reportError(message(of: error), topic: topic, transaction: nil, resultTopic: nil, replyTo: replyTo)
             }
-        case .refresh(let deviceID, let topic):
+        case .refresh(let deviceID, let topic, let replyTo):
             do {
                 try await adapter.refresh(deviceID: deviceID, context: context)
-                await engine.republishState(of: deviceID, adapterID: adapter.id, generation: h.generation)
+                await engine.republishState(of: deviceID, adapterID: adapter.id, generation: h.generation, replyTo: replyTo)
             } catch {
-                await engine.reportError(message(of: error), topic: topic, transaction: nil, resultTopic: nil)
+                await engine.reportError(message(of: error), topic: topic, transaction: nil, resultTopic: nil, replyTo: replyTo)
             }
         }
         return nil
     }
 
-    /// After a `/get`: the device's state published again, whether or not it changed.
-    func republishState(of deviceID: String, adapterID: String, generation: UInt64) {
-        if let entry = current(adapterID, generation), let p = entry.registry.state(deviceID, force: true) { publish(p) }
+    /// After a `/get`: the device's state published again, whether or not it changed; to a v5 client that
+    /// gave a Response Topic, also as the answer there (`{"status":"ok","state":{…}}`).
+    func republishState(of deviceID: String, adapterID: String, generation: UInt64, replyTo: ReplyTo? = nil) {
+        let entry = current(adapterID, generation)
+        if let p = entry?.registry.state(deviceID, force: true) { publish(p) }
+        guard let replyTo else { return }
+        if let state = entry?.registry.devices[deviceID]?.state {
+            publishAnswer(["status": "ok", "state": .object(state)], on: nil, replyTo: replyTo)
+        } else {
+            publishAnswer(["status": "error", "error": "the device's state is not known (it was removed, or its adapter stopped)"],
+                          on: nil, replyTo: replyTo)
+        }
     }
 
     /// A command's error in words; one cut short because its adapter was stopping says so.

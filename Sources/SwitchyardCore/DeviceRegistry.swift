@@ -6,6 +6,8 @@ public struct Publication: Sendable, Equatable {
     public var retain: Bool
     /// When it may go relative to what else is waiting (see `Lane`); not part of what the message is.
     public var lane: Lane
+    /// MQTT 5 properties (expiry, correlation data) of a non-retained message.
+    public var properties = MessageProperties.none
 
     public init(_ topic: String, _ payload: [UInt8], qos: Int = 1, retain: Bool, lane: Lane = .now) {
         self.init(topic, body: .bytes(payload), qos: qos, retain: retain, lane: lane)
@@ -32,7 +34,7 @@ public struct Publication: Sendable, Equatable {
     public var text: String { String(decoding: payload, as: UTF8.self) }
 
     public static func == (a: Publication, b: Publication) -> Bool {
-        a.topic == b.topic && a.qos == b.qos && a.retain == b.retain && a.payload == b.payload
+        a.topic == b.topic && a.qos == b.qos && a.retain == b.retain && a.properties == b.properties && a.payload == b.payload
     }
 }
 

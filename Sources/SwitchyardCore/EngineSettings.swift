@@ -29,6 +29,8 @@ public struct EngineSettings: Sendable {
     public var drainTimeout: Double
     /// `origin.support_url` in discovery (`homeassistant.support_url`); none by default.
     public var supportURL: String?
+    /// MQTT 5 Message Expiry Interval of the bridge's non-retained messages (`mqtt.message_expiry`); none by default.
+    public var expiry = MessageExpiry()
 
     public init(scheme: TopicScheme, discovery: Bool = true, version: String, commandMaxAge: TimeInterval = 30,
                 maxPayload: Int = 256 * 1024, healthInterval: TimeInterval = 60, commandQueueLimit: Int = 1000, commandQueueBytes: Int = 4 << 20,
@@ -48,5 +50,23 @@ public struct EngineSettings: Sendable {
         self.heldBytesLimit = heldBytesLimit
         self.drainTimeout = drainTimeout
         self.supportURL = supportURL
+    }
+}
+
+/// How long (seconds; 0: forever) each kind of non-retained message the bridge publishes lives, as its MQTT 5
+/// Message Expiry Interval (`mqtt.message_expiry`, docs/topics.md "MQTT 5"): a client that reconnects after an
+/// hour is not handed an hour of stale events, log lines and results from its session.
+public struct MessageExpiry: Sendable, Equatable {
+    /// `bridge/event` (and the Home Assistant mirror's events).
+    public var events: UInt32
+    /// `bridge/log`.
+    public var logs: UInt32
+    /// `<device>/result`, `bridge/response/<path>` and answers on a client's Response Topic.
+    public var results: UInt32
+
+    public init(events: UInt32 = 0, logs: UInt32 = 0, results: UInt32 = 0) {
+        self.events = events
+        self.logs = logs
+        self.results = results
     }
 }

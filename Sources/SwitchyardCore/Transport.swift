@@ -18,9 +18,12 @@ public struct InboundMessage: Sendable, Equatable {
     public var receivedAt: Date
     /// Set when the payload was over `max_payload` and not copied (`payload` is then empty): its size.
     public var oversize: Int?
+    /// MQTT v5: the sender's Response Topic and Correlation Data (nil without a Response Topic, and always
+    /// under 3.1.1).
+    public var replyTo: ReplyTo?
 
     public init(topic: String, payload: [UInt8], retain: Bool = false, qos: Int = 1, userProperties: [String: String] = [:],
-                receivedAt: Date = Date(), oversize: Int? = nil) {
+                receivedAt: Date = Date(), oversize: Int? = nil, replyTo: ReplyTo? = nil) {
         self.topic = topic
         self.payload = payload
         self.retain = retain
@@ -28,16 +31,75 @@ public struct InboundMessage: Sendable, Equatable {
         self.userProperties = userProperties
         self.receivedAt = receivedAt
         self.oversize = oversize
+        self.replyTo = replyTo
     }
 
     /// The payload's size on the wire, copied or not.
     public var size: Int { oversize ?? payload.count }
 }
 
+/// MQTT 5 request/response (docs/topics.md "MQTT 5"): where a v5 client wants the answer to its request or
+/// command (the PUBLISH's Response Topic) and what to echo with it (its Correlation Data). A peer's bytes,
+/// so bounded before they are held: the transport copies either only within its bound, and past it keeps
+/// only the size (the router then refuses the message, counted as `response_topic` / `correlation_data`).
+public struct ReplyTo: Sendable, Equatable {
+    /// The Response Topic (empty when it was over `maxTopicBytes` and not copied).
+    public var topic: String
+    /// The Correlation Data, if the client sent any (nil also when it was over `maxCorrelationBytes`).
+    public var correlationData: [UInt8]?
+    /// The sizes as received, copied or not.
+    public var topicBytes: Int
+    public var correlationBytes: Int
+
+    /// A Response Topic longer than this is refused (a client's reply topic is a few dozen bytes).
+    public static let maxTopicBytes = 512
+    /// Correlation Data longer than this is refused (as a `transaction` over 256 bytes is): a UUID is 16 or 36.
+    public static let maxCorrelationBytes = 256
+
+    public init(topic: String, correlationData: [UInt8]? = nil) {
+        self.topic = topic
+        self.correlationData = correlationData
+        topicBytes = topic.utf8.count
+        correlationBytes = correlationData?.count ?? 0
+    }
+
+    /// As read off the wire: each part copied only within its bound. `correlation` nil: none was sent.
+    public init(topic: UnsafeRawBufferPointer, correlation: UnsafeRawBufferPointer?) {
+        topicBytes = topic.count
+        correlationBytes = correlation?.count ?? 0
+        self.topic = topic.count <= Self.maxTopicBytes ? String(decoding: topic, as: UTF8.self) : ""
+        if let correlation, correlation.count <= Self.maxCorrelationBytes { correlationData = Array(correlation) } else { correlationData = nil }
+    }
+
+    /// What the transport holds of it, as counted against `mqtt.inbound.max_bytes`.
+    public var footprint: Int { topic.utf8.count + (correlationData?.count ?? 0) }
+}
+
+/// The MQTT 5 properties of a message the bridge publishes. Under 3.1.1 the broker is told none of them
+/// (docs/topics.md "MQTT 5" says what a 3.1.1 subscriber sees instead). Never on a retained message.
+public struct MessageProperties: Sendable, Equatable {
+    /// Message Expiry Interval in seconds; 0: the message does not expire. The time it waited in the outbox is
+    /// taken off when it is sent, and it is dropped there once it has expired.
+    public var expiry: UInt32
+    /// Correlation Data: on an answer published to a client's Response Topic, its request's.
+    public var correlationData: [UInt8]?
+
+    public init(expiry: UInt32 = 0, correlationData: [UInt8]? = nil) {
+        self.expiry = expiry
+        self.correlationData = correlationData
+    }
+
+    public static let none = MessageProperties()
+    public var isEmpty: Bool { expiry == 0 && correlationData == nil }
+}
+
 public enum TransportEvent: Sendable, Equatable {
     case connected(sessionPresent: Bool)
     case disconnected(reason: String)
     case message(InboundMessage)
+    /// A message the transport will not send: over the broker's Maximum Packet Size (MQTT 5 CONNACK). It is
+    /// dropped, not sent (the broker would close the connection); a retained topic keeps the broker's last value.
+    case refused(topic: String, reason: String)
 }
 
 public struct TransportStats: Sendable, Equatable {
@@ -56,6 +118,15 @@ public struct TransportStats: Sendable, Equatable {
     public var inboundPauses = 0
     /// Payloads over `max_payload`, refused without being copied.
     public var oversize = 0
+    /// Non-retained messages whose Message Expiry Interval ran out while they waited in the outbox.
+    public var expired = 0
+    /// What the broker said in its MQTT 5 CONNACK (nil: not said, or 3.1.1): how many QoS 1 messages it takes
+    /// in flight, its largest packet, how many topic aliases it takes.
+    public var receiveMaximum: Int?
+    public var maximumPacketSize: Int?
+    public var topicAliasMaximum: Int?
+    /// The most QoS 1 messages that awaited their PUBACK at once.
+    public var peakInflight = 0
     public init() {}
 }
 
@@ -143,6 +214,7 @@ public final class InMemoryTransport: MQTTTransport {
         public var payload: String
         public var qos: Int
         public var retain: Bool
+        public var properties = MessageProperties.none
     }
 
     public let events: AsyncStream<TransportEvent>
@@ -168,7 +240,8 @@ public final class InMemoryTransport: MQTTTransport {
         for p in batch {
             let payload = p.payload
             state.withLock {
-                $0.published.append(Published(topic: p.topic, payload: String(decoding: payload, as: UTF8.self), qos: p.qos, retain: p.retain))
+                $0.published.append(Published(topic: p.topic, payload: String(decoding: payload, as: UTF8.self), qos: p.qos, retain: p.retain,
+                                               properties: p.properties))
                 $0.stats.published += 1
             }
         }

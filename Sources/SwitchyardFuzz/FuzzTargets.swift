@@ -19,7 +19,7 @@ public enum FuzzTargets {
     public typealias Target = @Sendable ([UInt8]) -> Void
 
     public static let all: [String: Target] = [
-        "json": json, "json-stream": jsonStream, "command": command, "bridge-request": bridgeRequest,
+        "json": json, "json-stream": jsonStream, "command": command, "bridge-request": bridgeRequest, "reply-to": replyTo,
         "config": config, "hci": hci, "att": att, "nova": nova, "imp": imp, "ha": ha, "lifx-color": lifxColor, "lifx-lan": lifxLAN, "lifx-zones": lifxZones,
         "console-auth": consoleAuth, "console-page": consolePage,
     ]
@@ -97,6 +97,33 @@ public enum FuzzTargets {
             check(c.transaction == parsed.transaction && CommandParser.validate(c.fields, against: light) == outcome,
                   "the cheap read validated otherwise than the full one")
         }
+    }
+
+    /// An MQTT 5 Response Topic and Correlation Data as a client sends them (the first byte splits the input
+    /// into the two; a second byte of 0 means no Correlation Data), as the transport copies them and the router
+    /// judges them: what is accepted is within its bounds, a topic name the bridge may publish to and none of
+    /// its own topics (but the one it answers on anyway); a refusal says so in a short message.
+    static let replyTo: Target = { bytes in
+        guard let first = bytes.first else { return }
+        let rest = Array(bytes.dropFirst())
+        let split = min(rest.count, Int(first) * 4)
+        let topic = Array(rest[..<split]), data = Array(rest[split...])
+        let r = topic.withUnsafeBytes { t in
+            data.withUnsafeBytes { d in ReplyTo(topic: t, correlation: data.first == 0 ? nil : d) }
+        }
+        check(r.topic.utf8.count <= ReplyTo.maxTopicBytes && (r.correlationData?.count ?? 0) <= ReplyTo.maxCorrelationBytes,
+              "a response topic or correlation data copied past its bound")
+        let scheme = TopicScheme(base: "b")
+        let router = InboundRouter(scheme: scheme, maxPayload: 1 << 16, commandMaxAge: 30, discovery: true)
+        let answeredOn = "b/test/lamp/result"
+        if let problem = router.replyProblem(r, answeredOn: answeredOn) {
+            check(problem.utf8.count <= maxMessage, "a refusal of \(problem.utf8.count) bytes")
+            return
+        }
+        check(r.topicBytes <= ReplyTo.maxTopicBytes && r.correlationBytes <= ReplyTo.maxCorrelationBytes, "an oversized reply accepted")
+        check(Topic.isPublishable(r.topic) && !r.topic.hasPrefix("$"), "an unpublishable response topic accepted")
+        check(r.topic == answeredOn || (scheme.classify(r.topic) == .other && !r.topic.hasPrefix("b/") && !r.topic.hasPrefix("homeassistant/")),
+              "one of the bridge's own topics accepted as a response topic: \(r.topic.excerpt(80))")
     }
 
     static let bridgeRequest: Target = { bytes in

@@ -38,8 +38,12 @@ public struct MQTTSettings: Sendable {
     public var sessionExpiry: Int
     /// `<base>/bridge/state`: the Last Will (`offline`) and the birth message (`online`) on every connect.
     public var stateTopic: String
-    /// QoS 1 messages in flight at once; the rest wait in the outbox.
+    /// QoS 1 messages in flight at once (fewer when the broker's MQTT 5 Receive Maximum says so); the rest wait
+    /// in the outbox.
     public var maxInflight: Int
+    /// MQTT 5: at most this many topic aliases on a connection (fewer when the broker's Topic Alias Maximum
+    /// says so); 0: none (`TopicAliases`).
+    public var maxTopicAliases: Int
     /// Non-retained messages kept while disconnected; the oldest is dropped past this.
     public var maxEvents: Int
     /// The same bound in payload bytes.
@@ -61,7 +65,7 @@ public struct MQTTSettings: Sendable {
 
     public init(host: String = "127.0.0.1", port: Int = 1883, tls: TLS? = nil, protocolVersion: Int = 4, clientID: String,
                 username: String? = nil, password: String? = nil, keepalive: Int = 60, sessionExpiry: Int = 3600,
-                stateTopic: String, maxInflight: Int = 100, maxEvents: Int = 10_000, maxEventBytes: Int = 8 << 20,
+                stateTopic: String, maxInflight: Int = 100, maxTopicAliases: Int = 1_000, maxEvents: Int = 10_000, maxEventBytes: Int = 8 << 20,
                 maxInbound: Int = 1_000, maxInboundBytes: Int = 4 << 20, maxPayload: Int = 256 * 1024,
                 reconnectMinDelay: Double = 0.1, reconnectMaxDelay: Double = 1, connectTimeout: Double = 10, stuckAfter: Double = 120) {
         self.host = host
@@ -75,6 +79,7 @@ public struct MQTTSettings: Sendable {
         self.sessionExpiry = sessionExpiry
         self.stateTopic = stateTopic
         self.maxInflight = maxInflight
+        self.maxTopicAliases = maxTopicAliases
         self.maxEvents = maxEvents
         self.maxEventBytes = maxEventBytes
         self.maxInbound = maxInbound

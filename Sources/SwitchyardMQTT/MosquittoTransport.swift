@@ -100,7 +100,8 @@ public final class MosquittoTransport: MQTTTransport {
     /// write and a lock per message).
     public func publish(_ batch: [Publication]) {
         guard !batch.isEmpty else { return }
-        let refused = shared.withLock { s in batch.filter { !s.outbox.add($0) } }
+        let now = clock.now()
+        let refused = shared.withLock { s in batch.filter { !s.outbox.add($0, now: now) } }
         for p in refused {
             logger.error("message refused: its topic is empty or over 65 535 bytes", metadata: ["mqtt.topic": "\(p.topic.excerpt(200))"])
         }
@@ -121,6 +122,7 @@ public final class MosquittoTransport: MQTTTransport {
             st.outbox = s.outbox.pending
             st.dropped = s.outbox.dropped
             st.outboxEventBytes = s.outbox.eventBytes
+            st.expired = s.outbox.expired
             return st
         }
     }
@@ -135,7 +137,7 @@ public final class MosquittoTransport: MQTTTransport {
     }
 
     /// What a queued message holds on to, as counted against `maxInboundBytes`.
-    static func footprint(_ m: InboundMessage) -> Int { m.payload.count + m.topic.utf8.count }
+    static func footprint(_ m: InboundMessage) -> Int { m.payload.count + m.topic.utf8.count + (m.replyTo?.footprint ?? 0) }
 
     static func full(_ s: borrowing Shared, _ settings: MQTTSettings) -> Bool {
         s.inboundCount >= settings.maxInbound || s.inboundBytes >= settings.maxInboundBytes
@@ -192,6 +194,16 @@ final class NetworkLoop {
     var sessionPresent = false
     var connackRefusal: String?
     var refusalCode: Int32?
+    /// What the broker's MQTT 5 CONNACK said (nil: nothing, or 3.1.1), for this connection.
+    var receiveMaximum: Int?
+    var maximumPacketSize: Int?
+    var topicAliasMaximum: Int?
+    var aliases = TopicAliases()
+    /// A PUBLISH of this client went with an alias alone. libmosquitto keeps unacknowledged QoS 1 messages and
+    /// sends them again after a reconnect, with their properties: an alias the new connection never learnt,
+    /// which the broker answers by closing it (Mosquitto: a protocol error), again at every attempt. Such a
+    /// client is recreated before the next attempt; the outbox sends everything unacknowledged anyway.
+    var aliasesUsed = false
     /// CONNACK codes that another attempt will not change (MQTT 3.1.1: bad user name or password, not
     /// authorised; MQTT 5: the same, bad authentication method, banned): retried only every 30 s.
     static let refusedForGood: Set<Int32> = [4, 5, 0x86, 0x87, 0x8A, 0x8C]
@@ -232,6 +244,7 @@ final class NetworkLoop {
             var immediate = false
             if connected {
                 markDisconnected(reason: "connection lost")
+                if aliasesUsed { destroyClient() }
                 // A stable connection lost (a broker restart): try again at once, the broker may already be
                 // back. A connection that keeps dropping soon after it is made backs off like a failure.
                 if let at = connectedAt, (now() - at).seconds >= Self.stableAfter { attempt = 0; immediate = true }
@@ -306,10 +319,10 @@ final class NetworkLoop {
             mosquitto_tls_opts_set(m, tls.verify ? 1 : 0, nil, nil)
             mosquitto_tls_insecure_set(m, !tls.verify)
         }
-        mosquitto_connect_with_flags_callback_set(m) { _, obj, rc, flags in
+        mosquitto_connect_v5_callback_set(m) { _, obj, rc, flags, props in
             guard let obj else { return }
             let loop = Unmanaged<NetworkLoop>.fromOpaque(obj).takeUnretainedValue()
-            loop.onConnect(rc: rc, flags: flags)
+            loop.onConnect(rc: rc, flags: flags, props)
         }
         mosquitto_publish_callback_set(m) { _, obj, mid in
             guard let obj else { return }
@@ -326,12 +339,16 @@ final class NetworkLoop {
         if let m = mosq { mosquitto_destroy(m) }
         mosq = nil
         subscribed = []
+        aliasesUsed = false
     }
 
     func connect(_ m: OpaquePointer) -> Int32 {
         connackReceived = false
         connackRefusal = nil
         refusalCode = nil
+        receiveMaximum = nil
+        maximumPacketSize = nil
+        topicAliasMaximum = nil
         if settings.protocolVersion == 5 {
             var props: OpaquePointer? = nil
             mosquitto_property_add_int32(&props, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), UInt32(settings.sessionExpiry))
@@ -405,10 +422,14 @@ final class NetworkLoop {
         lastGoodConnection = now()
         subscribed = []
         earlyAcks = []
+        aliases.reset(maximum: settings.protocolVersion == 5 ? min(topicAliasMaximum ?? 0, settings.maxTopicAliases) : 0)
         transport.shared.withLock { s in
             s.subscriptionsChanged = true
             s.stats.connected = true
             s.stats.connects += 1
+            s.stats.receiveMaximum = receiveMaximum
+            s.stats.maximumPacketSize = maximumPacketSize
+            s.stats.topicAliasMaximum = topicAliasMaximum
             // Birth message first, then every retained topic we own, then unacknowledged events.
             s.outbox.add(topic: settings.stateTopic, payload: Array("online".utf8), qos: 1, retain: true)
             s.outbox.resetForReconnect(first: settings.stateTopic)
@@ -450,11 +471,15 @@ final class NetworkLoop {
     /// with 10 000 devices: two locks per message on the network thread, contended by the engine's hand-overs).
     /// (Writing a window with the socket corked, in full segments, measured no faster on loopback.)
     func pump(_ m: OpaquePointer) {
+        // The broker's Receive Maximum, when lower: libmosquitto takes the CONNACK's value over its own send
+        // maximum and would queue the rest inside itself, where the outbox no longer sees them.
+        let limit = min(settings.maxInflight, receiveMaximum ?? .max)
         while true {
+            let at = now()
             let window: [(Outbox.Key, Outbox.Message)]? = transport.shared.withLock { s in
                 if s.subscriptionsChanged { return nil }
                 var out: [(Outbox.Key, Outbox.Message)] = []
-                while s.outbox.inflight.count + out.count < settings.maxInflight, let next = s.outbox.next() { out.append(next) }
+                while s.outbox.inflight.count + out.count < limit, let next = s.outbox.next(now: at) { out.append(next) }
                 return out
             }
             guard let window else {
@@ -468,15 +493,26 @@ final class NetworkLoop {
             for (key, msg) in window {
                 var mid: Int32 = 0
                 let payload = msg.payload   // made here, outside the lock, when it comes from a source
+                let use = settings.protocolVersion == 5 ? aliases.use(msg.topic) : .topic
                 publishing = true
-                let rc = payload.withUnsafeBytes { b in
-                    mosquitto_publish(m, &mid, msg.topic, Int32(b.count), b.baseAddress, Int32(msg.qos), msg.retain)
-                }
+                let rc = settings.protocolVersion == 5 && (use != .topic || !msg.properties.isEmpty)
+                    ? publishV5(m, &mid, msg, payload, use)
+                    : payload.withUnsafeBytes { b in mosquitto_publish(m, &mid, msg.topic, Int32(b.count), b.baseAddress, Int32(msg.qos), msg.retain) }
                 publishing = false
                 if rc == MOSQ_ERR_SUCCESS.rawValue {
                     sent.append((key, mid))
+                    if case .establish(let alias) = use { aliases.established(msg.topic, alias) }
+                    if case .alias = use { aliasesUsed = true }
                 } else if Self.connectionLost(rc) {
                     break   // the rest stays in the outbox; everything unacknowledged goes again after the reconnect
+                } else if rc == MOSQ_ERR_OVERSIZE_PACKET.rawValue {
+                    // Over the broker's Maximum Packet Size: sent, it would make the broker close the connection.
+                    let reason = "a message of \(payload.count) bytes does not fit the broker's Maximum Packet Size (\(maximumPacketSize ?? 0) bytes); "
+                        + (msg.retain ? "not published (the broker keeps the topic's previous value)" : "not published")
+                    logger.error("message refused: over the broker's Maximum Packet Size", metadata: ["mqtt.topic": "\(msg.topic.excerpt(200))",
+                                                                                                      "bytes": "\(payload.count)"])
+                    refused.append(key)
+                    transport.continuation.yield(.refused(topic: msg.topic, reason: reason))
                 } else {
                     logger.error("message refused by the MQTT client", metadata: ["mqtt.topic": "\(msg.topic)", "error": "\(Self.describe(rc))"])
                     refused.append(key)
@@ -485,14 +521,37 @@ final class NetworkLoop {
             // Only now, with the whole window out: an acknowledgement that came during a later message of the
             // window is in `earlyAcks` too.
             transport.shared.withLock { s in
-                for (key, mid) in sent {
-                    s.outbox.sent(key, mid: mid)
-                    if earlyAcks.remove(mid) != nil { s.outbox.acknowledged(mid: mid) }
-                }
+                for (key, mid) in sent { s.outbox.sent(key, mid: mid) }
+                s.stats.peakInflight = max(s.stats.peakInflight, s.outbox.inflight.count)
+                for (_, mid) in sent where earlyAcks.remove(mid) != nil { s.outbox.acknowledged(mid: mid) }
                 s.stats.published += sent.count
                 for key in refused { s.outbox.discard(key) }
             }
             if sent.count + refused.count < window.count { return }
+        }
+    }
+
+    /// A PUBLISH with MQTT 5 properties: a topic alias (with the topic, or alone), the Message Expiry Interval,
+    /// the Correlation Data of an answer.
+    func publishV5(_ m: OpaquePointer, _ mid: inout Int32, _ msg: Outbox.Message, _ payload: [UInt8], _ use: TopicAliases.Use) -> Int32 {
+        var props: OpaquePointer? = nil
+        defer { mosquitto_property_free_all(&props) }
+        switch use {
+        case .topic: break
+        case .establish(let alias), .alias(let alias):
+            mosquitto_property_add_int16(&props, Int32(MQTT_PROP_TOPIC_ALIAS.rawValue), alias)
+        }
+        if msg.properties.expiry > 0 {
+            mosquitto_property_add_int32(&props, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), msg.properties.expiry)
+        }
+        if let data = msg.properties.correlationData {
+            data.withUnsafeBytes { b in
+                _ = mosquitto_property_add_binary(&props, Int32(MQTT_PROP_CORRELATION_DATA.rawValue), b.baseAddress, UInt16(clamping: b.count))
+            }
+        }
+        let topic: String? = if case .alias = use { nil } else { msg.topic }
+        return payload.withUnsafeBytes { b in
+            mosquitto_publish_v5(m, &mid, topic, Int32(b.count), b.baseAddress, Int32(msg.qos), msg.retain, props)
         }
     }
 
@@ -506,10 +565,17 @@ final class NetworkLoop {
 
     // MARK: callbacks (network thread, inside mosquitto_loop_* or mosquitto_publish)
 
-    func onConnect(rc: Int32, flags: Int32) {
+    func onConnect(rc: Int32, flags: Int32, _ props: OpaquePointer?) {
         if rc == 0 {
             connackReceived = true
             sessionPresent = flags & 1 == 1
+            if let props {
+                var v16: UInt16 = 0
+                var v32: UInt32 = 0
+                if mosquitto_property_read_int16(props, Int32(MQTT_PROP_RECEIVE_MAXIMUM.rawValue), &v16, false) != nil { receiveMaximum = Int(v16) }
+                if mosquitto_property_read_int32(props, Int32(MQTT_PROP_MAXIMUM_PACKET_SIZE.rawValue), &v32, false) != nil { maximumPacketSize = Int(v32) }
+                if mosquitto_property_read_int16(props, Int32(MQTT_PROP_TOPIC_ALIAS_MAXIMUM.rawValue), &v16, false) != nil { topicAliasMaximum = Int(v16) }
+            }
         } else {
             connackRefusal = String(cString: mosquitto_connack_string(rc))
             refusalCode = rc
@@ -528,7 +594,19 @@ final class NetworkLoop {
         let payload: [UInt8] = oversize == nil && msg.payloadlen > 0 && msg.payload != nil
             ? Array(UnsafeRawBufferPointer(start: msg.payload, count: Int(msg.payloadlen))) : []
         var user: [String: String] = [:]
+        var replyTo: ReplyTo?
         if let props {
+            // MQTT 5 request/response: copied only within their bounds (`ReplyTo`).
+            var responseTopic: UnsafeMutablePointer<CChar>? = nil
+            if mosquitto_property_read_string(props, Int32(MQTT_PROP_RESPONSE_TOPIC.rawValue), &responseTopic, false) != nil, let responseTopic {
+                var data: UnsafeMutableRawPointer? = nil
+                var length: UInt16 = 0
+                let correlated = mosquitto_property_read_binary(props, Int32(MQTT_PROP_CORRELATION_DATA.rawValue), &data, &length, false) != nil
+                replyTo = ReplyTo(topic: UnsafeRawBufferPointer(start: responseTopic, count: strlen(responseTopic)),
+                                  correlation: correlated ? UnsafeRawBufferPointer(start: data, count: Int(length)) : nil)
+                free(data)
+            }
+            free(responseTopic)
             let id = Int32(MQTT_PROP_USER_PROPERTY.rawValue)
             var name: UnsafeMutablePointer<CChar>? = nil
             var value: UnsafeMutablePointer<CChar>? = nil
@@ -542,7 +620,8 @@ final class NetworkLoop {
                 p = mosquitto_property_read_string_pair(p, id, &name, &value, true)
             }
         }
-        let m = InboundMessage(topic: topic, payload: payload, retain: msg.retain, qos: Int(msg.qos), userProperties: user, oversize: oversize)
+        let m = InboundMessage(topic: topic, payload: payload, retain: msg.retain, qos: Int(msg.qos), userProperties: user, oversize: oversize,
+                               replyTo: replyTo)
         transport.shared.withLock { s in
             s.stats.received += 1
             if oversize != nil { s.stats.oversize += 1 }

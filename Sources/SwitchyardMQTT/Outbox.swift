@@ -62,6 +62,8 @@ struct Outbox {
         var body: RetainedLedger.Stored
         var qos: Int
         var retain: Bool
+        /// An event's MQTT 5 properties, its expiry reduced by the time it waited here.
+        var properties = MessageProperties.none
 
         var payload: [UInt8] { body.bytes }
     }
@@ -71,6 +73,12 @@ struct Outbox {
         var payload: [UInt8]
         var qos: Int
         var lane: Lane
+        var properties: MessageProperties
+        /// When it was added, for one with an expiry (and a clock to read).
+        var addedAt: MonotonicInstant?
+
+        /// What it holds, as counted against `maxEventBytes`.
+        var bytes: Int { payload.count + (properties.correlationData?.count ?? 0) }
     }
 
     let maxEvents: Int
@@ -88,6 +96,8 @@ struct Outbox {
     private(set) var inflight: [Int32: Key] = [:]
     private var nextEvent: UInt64 = 0
     private(set) var dropped = 0
+    /// Events whose expiry ran out before they were sent.
+    private(set) var expired = 0
 
     init(maxEvents: Int, maxEventBytes: Int = .max) {
         self.maxEvents = maxEvents
@@ -106,8 +116,9 @@ struct Outbox {
     }
 
     /// Queues a message; false (and nothing queued) for a topic no broker takes: empty or over 65 535 bytes.
+    /// `now` starts the expiry of an event that has one (none given: it never expires here).
     @discardableResult
-    mutating func add(_ p: Publication) -> Bool {
+    mutating func add(_ p: Publication, now: MonotonicInstant? = nil) -> Bool {
         let n = p.topic.utf8.count
         guard n > 0, n <= 65_535 else { return false }
         if p.retain {
@@ -120,9 +131,10 @@ struct Outbox {
         if lane == .now, soonEventTopics[p.topic] != nil { promoteSoon() }
         if lane == .soon { soonEventTopics[p.topic, default: 0] += 1 }
         nextEvent += 1
-        let payload = p.payload
-        events[nextEvent] = Event(topic: p.topic, payload: payload, qos: p.qos, lane: lane)
-        eventBytes += payload.count
+        let event = Event(topic: p.topic, payload: p.payload, qos: p.qos, lane: lane, properties: p.properties,
+                          addedAt: p.properties.expiry > 0 ? now : nil)
+        events[nextEvent] = event
+        eventBytes += event.bytes
         eventOrder.push(nextEvent)
         lanes[Int(lane.rawValue)].push(Key.event(id: nextEvent).packed)
         while events.count > maxEvents || eventBytes > maxEventBytes, let oldest = eventOrder.pop() {
@@ -140,8 +152,9 @@ struct Outbox {
         soonEventTopics.removeAll()
     }
 
-    /// The next message to hand to the client, skipping superseded values and dropped events.
-    mutating func next() -> (Key, Message)? {
+    /// The next message to hand to the client, skipping superseded values and dropped events. At `now`, an event
+    /// whose expiry has run out is dropped (counted in `expired`), and one that waited goes with what is left of it.
+    mutating func next(now: MonotonicInstant? = nil) -> (Key, Message)? {
         for lane in lanes.indices {
             while let packed = lanes[lane].pop() {
                 let key = Key(packed: packed)
@@ -152,9 +165,20 @@ struct Outbox {
                     return (key, Message(topic: ledger.topic(slot), body: e.payload, qos: Int(e.qos), retain: true))
                 case .event(let id):
                     guard let m = events[id] else { continue }
+                    var properties = m.properties
+                    if let now, let at = m.addedAt {
+                        let waited = (now - at).seconds
+                        if waited >= Double(properties.expiry) {
+                            removeEvent(id)
+                            trimEventOrder()
+                            expired += 1
+                            continue
+                        }
+                        properties.expiry -= UInt32(waited)
+                    }
                     if m.lane == .soon { leftSoon(m.topic) }
                     events[id]?.lane = .now
-                    return (key, Message(topic: m.topic, body: .bytes(m.payload), qos: m.qos, retain: false))
+                    return (key, Message(topic: m.topic, body: .bytes(m.payload), qos: m.qos, retain: false, properties: properties))
                 }
             }
         }
@@ -186,7 +210,7 @@ struct Outbox {
     @discardableResult
     private mutating func removeEvent(_ id: UInt64) -> Bool {
         guard let m = events.removeValue(forKey: id) else { return false }
-        eventBytes -= m.payload.count
+        eventBytes -= m.bytes
         if m.lane == .soon { leftSoon(m.topic) }
         return true
     }

@@ -26,17 +26,19 @@ public enum BridgeRuntime {
             tls: m.useTLS ? .init(caFile: m.tls.caFile, caPath: m.tls.caPath, certFile: m.tls.certFile, keyFile: m.tls.keyFile, verify: m.tls.verify) : nil,
             protocolVersion: m.protocolVersion, clientID: m.clientID, username: m.username, password: m.password,
             keepalive: m.keepalive, sessionExpiry: m.sessionExpiry, stateTopic: "\(m.baseTopic)/bridge/state",
-            maxInflight: m.maxInflight, maxEvents: m.outboxMaxEvents, maxEventBytes: m.outboxMaxEventBytes,
+            maxInflight: m.maxInflight, maxTopicAliases: m.maxTopicAliases, maxEvents: m.outboxMaxEvents, maxEventBytes: m.outboxMaxEventBytes,
             maxInbound: m.inboundMaxMessages, maxInboundBytes: m.inboundMaxBytes, maxPayload: m.maxPayload,
             reconnectMinDelay: m.reconnectMinDelay,
             reconnectMaxDelay: m.reconnectMaxDelay, connectTimeout: m.connectTimeout, stuckAfter: m.stuckAfter)
     }
 
     public static func engineSettings(_ c: SwitchyardConfig) -> EngineSettings {
-        EngineSettings(
+        var s = EngineSettings(
             scheme: TopicScheme(base: c.mqtt.baseTopic, discoveryPrefix: c.homeassistant.prefix, haStatusTopic: c.homeassistant.statusTopic),
             discovery: c.homeassistant.discovery, version: switchyardVersion, commandMaxAge: c.mqtt.commandMaxAge,
             maxPayload: c.mqtt.maxPayload, healthInterval: c.healthInterval, supportURL: c.homeassistant.supportURL)
+        s.expiry = MessageExpiry(events: UInt32(c.mqtt.expiryEvents), logs: UInt32(c.mqtt.expiryLogs), results: UInt32(c.mqtt.expiryResults))
+        return s
     }
 
     public static func info(_ c: SwitchyardConfig, restartRequired: [String] = []) -> JSONValue {

@@ -32,40 +32,108 @@ struct Directory: InboundDirectory {
     @Test func aValidCommandIsRoutedWithItsTransactionAndResultTopic() {
         #expect(route("b/test/lamp/set", #"{"state":"on","brightness":40,"transaction":"t1"}"#)
                 == .command(adapter: "test", DeviceCommand(deviceID: "lamp-1", fields: ["state": "ON", "brightness": 40]),
-                            topic: "b/test/lamp/set", transaction: "t1", resultTopic: "b/test/lamp/result"))
+                            topic: "b/test/lamp/set", transaction: "t1", resultTopic: "b/test/lamp/result", replyTo: nil))
         #expect(route("b/test/lamp/set/brightness", "75")
                 == .command(adapter: "test", DeviceCommand(deviceID: "lamp-1", fields: ["brightness": 75]),
-                            topic: "b/test/lamp/set/brightness", transaction: nil, resultTopic: "b/test/lamp/result"))
-        #expect(route("b/test/lamp/get", "") == .refresh(adapter: "test", deviceID: "lamp-1", topic: "b/test/lamp/get"))
+                            topic: "b/test/lamp/set/brightness", transaction: nil, resultTopic: "b/test/lamp/result", replyTo: nil))
+        #expect(route("b/test/lamp/get", "") == .refresh(adapter: "test", deviceID: "lamp-1", topic: "b/test/lamp/get", replyTo: nil))
     }
 
     @Test func refusalsSayWhyAndAnswerTheTransactionWhereTheyCan() {
         #expect(route("b/test/lamp/set", #"{"brightness":150,"transaction":9}"#)
-                == .reject("brightness: 150 is out of range 0–100", topic: "b/test/lamp/set", transaction: 9, resultTopic: "b/test/lamp/result"))
-        guard case .reject(let m, _, nil, nil) = route("b/test/lamp/set", "{oops") else { Issue.record("not refused"); return }
+                == .reject("brightness: 150 is out of range 0–100", topic: "b/test/lamp/set", transaction: 9, resultTopic: "b/test/lamp/result",
+                           replyTo: nil))
+        guard case .reject(let m, _, nil, nil, nil) = route("b/test/lamp/set", "{oops") else { Issue.record("not refused"); return }
         #expect(m.hasPrefix("malformed JSON"))
-        guard case .reject(let big, _, _, _) = route("b/test/lamp/set", String(repeating: "x", count: 65)) else { Issue.record("not refused"); return }
+        guard case .reject(let big, _, _, _, _) = route("b/test/lamp/set", String(repeating: "x", count: 65)) else { Issue.record("not refused"); return }
         #expect(big.contains("over mqtt.max_payload (64)"))
-        guard case .reject(let a, _, _, _) = route("b/nosuch/lamp/set", "ON") else { Issue.record("not refused"); return }
+        guard case .reject(let a, _, _, _, _) = route("b/nosuch/lamp/set", "ON") else { Issue.record("not refused"); return }
         #expect(a == "unknown adapter 'nosuch' (running: ha, test)")
     }
 
     @Test func anUnknownDeviceIsNamedSoTheEngineCanHoldItUntilTheListing() {
         #expect(route("b/test/desk/set", #"{"state":"ON","transaction":2}"#)
-                == .unknownDevice(adapter: "test", "unknown device 'desk' for adapter 'test'", topic: "b/test/desk/set", transaction: 2, resultTopic: "b/test/desk/result"))
+                == .unknownDevice(adapter: "test", "unknown device 'desk' for adapter 'test'", topic: "b/test/desk/set", transaction: 2, resultTopic: "b/test/desk/result", replyTo: nil))
     }
 
     @Test func retainedCommandsOldCommandsMirrorsAndBirth() {
         #expect(route("b/test/lamp/set", "ON", retain: true) == .retainedCommand(topic: "b/test/lamp/set"))
         #expect(route("b/bridge/request/health_check", "", retain: true) == .retainedCommand(topic: "b/bridge/request/health_check"))
         let old = Timestamp.rfc3339(Date().addingTimeInterval(-120))
-        guard case .reject(let m, _, _, _) = route("b/test/lamp/set", "ON", props: ["timestamp": old]) else { Issue.record("not dropped"); return }
+        guard case .reject(let m, _, _, _, _) = route("b/test/lamp/set", "ON", props: ["timestamp": old]) else { Issue.record("not dropped"); return }
         #expect(m.contains("over mqtt.command_max_age (30 s)"))
         #expect(route("b/test/lamp/set", "ON", props: ["timestamp": Timestamp.rfc3339(Date())]) != .none)
-        #expect(route("b/ha/light/porch/set", "ON") == .mirror(adapter: "ha", path: "light/porch/set", topic: "b/ha/light/porch/set"))
+        #expect(route("b/ha/light/porch/set", "ON") == .mirror(adapter: "ha", path: "light/porch/set", topic: "b/ha/light/porch/set", replyTo: nil))
         #expect(route("homeassistant/status", "online") == .homeAssistantOnline)
         #expect(route("homeassistant/status", "offline") == InboundRoute.none)
         #expect(route("b/test/lamp", "{}") == InboundRoute.none)
+    }
+}
+
+/// MQTT 5 request/response as the router reads it: a Response Topic within its bounds, a topic name, none of the
+/// bridge's own topics; a refused one refuses the command (answered the 3.1.1 way only).
+@Suite struct ReplyToRoutingTests {
+    let router = InboundRouter(scheme: scheme, maxPayload: 1 << 16, commandMaxAge: 30, discovery: true)
+    let dir = Directory(adapters: ["test": (false, [lamp()]), "ha": (true, [])])
+
+    func route(_ topic: String, _ payload: String, replyTo: ReplyTo?) -> InboundRoute {
+        router.route(InboundMessage(topic: topic, payload: Array(payload.utf8), replyTo: replyTo), in: dir)
+    }
+
+    @Test func aCommandARequestAndAGetCarryTheirResponseTopicAndCorrelationData() {
+        let r = ReplyTo(topic: "clients/app/reply", correlationData: [1, 2, 3])
+        #expect(route("b/test/lamp/set", "ON", replyTo: r)
+                == .command(adapter: "test", DeviceCommand(deviceID: "lamp-1", fields: ["state": "ON"]), topic: "b/test/lamp/set",
+                            transaction: nil, resultTopic: "b/test/lamp/result", replyTo: r))
+        #expect(route("b/bridge/request/health_check", "", replyTo: r) == .request(path: "health_check", payload: [], replyTo: r))
+        #expect(route("b/test/lamp/get", "", replyTo: r) == .refresh(adapter: "test", deviceID: "lamp-1", topic: "b/test/lamp/get", replyTo: r))
+        #expect(route("b/ha/light/porch/set", "ON", replyTo: r) == .mirror(adapter: "ha", path: "light/porch/set", topic: "b/ha/light/porch/set", replyTo: r))
+        // A refused command is answered on the Response Topic too.
+        guard case .reject(_, _, _, _, let answered) = route("b/test/lamp/set", #"{"brightness":150}"#, replyTo: r) else {
+            Issue.record("not refused"); return
+        }
+        #expect(answered == r)
+        // The result topic itself is accepted: the bridge answers there once.
+        let own = ReplyTo(topic: "b/test/lamp/result", correlationData: [9])
+        if case .command(_, _, _, _, _, let kept) = route("b/test/lamp/set", "ON", replyTo: own) { #expect(kept == own) } else { Issue.record("refused") }
+    }
+
+    @Test func aResponseTopicThatIsNoTopicNameOrOneOfTheBridgesOwnIsRefusedWithTheCommand() {
+        for bad in ["clients/+/reply", "clients/#", "", "$SYS/x", "b/test/lamp/set", "b/bridge/request/republish", "b/test/lamp",
+                    "b/bridge/state", "homeassistant/light/x/config", "homeassistant/status", "b/test/other/result"] {
+            guard case .reject(let message, _, let transaction, let resultTopic, nil) =
+                    route("b/test/lamp/set", #"{"state":"ON","transaction":"t"}"#, replyTo: ReplyTo(topic: bad, correlationData: [1])) else {
+                Issue.record("\(bad) was not refused"); continue
+            }
+            #expect(message.contains("Response Topic"), "\(bad): \(message)")
+            // Still answered the 3.1.1 way, where the transaction asked for it.
+            #expect(transaction == "t" && resultTopic == "b/test/lamp/result")
+        }
+        guard case .refusedRequest(let path, let message) = route("b/bridge/request/health_check", "", replyTo: ReplyTo(topic: "b/test/lamp/set")) else {
+            Issue.record("request not refused"); return
+        }
+        #expect(path == "health_check" && message.contains("one of the bridge's own topics"))
+        guard case .reject = route("b/test/lamp/get", "", replyTo: ReplyTo(topic: "x/+")) else { Issue.record("get not refused"); return }
+    }
+
+    @Test func anOversizedResponseTopicOrCorrelationDataIsNotCopiedAndIsCounted() async {
+        let counter = BoundsCounter()
+        let long = [UInt8](repeating: UInt8(ascii: "a"), count: ReplyTo.maxTopicBytes + 1)
+        let data = [UInt8](repeating: 7, count: ReplyTo.maxCorrelationBytes + 1)
+        let overTopic = long.withUnsafeBytes { ReplyTo(topic: $0, correlation: nil) }
+        let overData = Array("ok/reply".utf8).withUnsafeBytes { t in data.withUnsafeBytes { ReplyTo(topic: t, correlation: $0) } }
+        #expect(overTopic.topic.isEmpty && overTopic.topicBytes == ReplyTo.maxTopicBytes + 1)
+        #expect(overData.correlationData == nil && overData.correlationBytes == ReplyTo.maxCorrelationBytes + 1 && overData.topic == "ok/reply")
+        Bounds.$counter.withValue(counter) {
+            for r in [overTopic, overData] {
+                guard case .reject(let m, _, _, _, nil) = route("b/test/lamp/set", "ON", replyTo: r) else { Issue.record("not refused"); continue }
+                #expect(m.contains("bytes is over"))
+            }
+        }
+        #expect(counter.snapshot == ["response_topic": 1, "correlation_data": 1])
+        // Within the bounds: copied whole.
+        let fits = Array("r".utf8).withUnsafeBytes { t in [UInt8](repeating: 1, count: 256).withUnsafeBytes { ReplyTo(topic: t, correlation: $0) } }
+        #expect(fits.correlationData?.count == 256)
     }
 }
 

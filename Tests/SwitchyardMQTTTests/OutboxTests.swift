@@ -259,3 +259,68 @@ import SwitchyardCore
     }
 
 }
+
+/// MQTT 5 message expiry in the outbox: an event that waited is sent with what is left of its expiry, and one
+/// that waited longer than it is dropped and counted; its correlation data goes with it.
+@Suite struct OutboxExpiryTests {
+    @Test func anEventThatWaitedGoesWithWhatIsLeftAndAnExpiredOneIsDropped() {
+        var o = Outbox(maxEvents: 10)
+        let t0 = MonotonicInstant.origin
+        var result = Publication("r", Array("ok".utf8), qos: 1, retain: false)
+        result.properties = MessageProperties(expiry: 60, correlationData: [1, 2])
+        var log = Publication("l", Array("x".utf8), qos: 0, retain: false)
+        log.properties.expiry = 10
+        o.add(result, now: t0)
+        o.add(log, now: t0)
+        o.add(Publication("e", Array("y".utf8), qos: 1, retain: false), now: t0)
+        o.add(Publication("s", Array("on".utf8), qos: 1, retain: true), now: t0)
+        var sent: [(String, MessageProperties)] = []
+        while let (_, m) = o.next(now: t0.adding(seconds: 25.5)) { sent.append((m.topic, m.properties)) }
+        #expect(sent.map(\.0) == ["r", "e", "s"])
+        #expect(sent[0].1 == MessageProperties(expiry: 35, correlationData: [1, 2]))
+        #expect(sent[1].1 == .none && sent[2].1 == .none)
+        #expect(o.expired == 1)
+        #expect(o.eventBytes == "ok".utf8.count + 2 + 1)
+    }
+
+    @Test func withoutAClockNothingExpires() {
+        var o = Outbox(maxEvents: 10)
+        var p = Publication("r", Array("ok".utf8), qos: 1, retain: false)
+        p.properties.expiry = 1
+        o.add(p)
+        #expect(o.next(now: MonotonicInstant.origin.adding(seconds: 100))?.1.properties.expiry == 1)
+        #expect(o.expired == 0)
+    }
+}
+
+/// Topic aliases on one connection (`TopicAliases`): a topic published again gets the next alias while the
+/// broker's maximum leaves one, and keeps it; nothing before the broker allows any, all gone after a reset.
+@Suite struct TopicAliasesTests {
+    @Test func aTopicPublishedAgainGetsAnAliasAndKeepsIt() {
+        var a = TopicAliases()
+        a.reset(maximum: 2)
+        #expect(a.use("s/one") == .topic)
+        #expect(a.use("s/one") == .establish(1))
+        // Not established (the publish was refused): asked again, the same alias is offered.
+        #expect(a.use("s/one") == .establish(1))
+        a.established("s/one", 1)
+        #expect(a.use("s/one") == .alias(1))
+        #expect(a.use("s/two") == .topic)
+        #expect(a.use("s/two") == .establish(2))
+        a.established("s/two", 2)
+        // The broker's maximum is reached: a third topic goes with its topic, however often.
+        #expect(a.use("s/three") == .topic)
+        #expect(a.use("s/three") == .topic)
+        #expect(a.use("s/two") == .alias(2) && a.use("s/one") == .alias(1))
+        #expect(a.count == 2)
+        a.reset(maximum: 2)
+        #expect(a.use("s/one") == .topic && a.count == 0)
+    }
+
+    @Test func noAliasWhereTheBrokerTakesNone() {
+        var a = TopicAliases()
+        for _ in 0..<3 { #expect(a.use("s/one") == .topic) }
+        a.reset(maximum: 0)
+        for _ in 0..<3 { #expect(a.use("s/one") == .topic) }
+    }
+}

@@ -21,6 +21,10 @@ public final class InProcessBridge: Sendable {
         public var discovery = true
         /// Non-retained messages the outbox keeps while disconnected.
         public var maxEvents = 10_000
+        /// MQTT 5 topic aliases the transport may use (`mqtt.max_topic_aliases`).
+        public var maxTopicAliases = 1_000
+        /// `mqtt.message_expiry`.
+        public var expiry = MessageExpiry()
         public init() {}
     }
 
@@ -39,13 +43,13 @@ public final class InProcessBridge: Sendable {
         logger.logLevel = .critical
         let transport = MosquittoTransport(settings: MQTTSettings(host: "127.0.0.1", port: port, protocolVersion: options.protocolVersion,
                                                                   clientID: options.clientID ?? "switchyard-\(base)", keepalive: 10,
-                                                                  stateTopic: "\(base)/bridge/state",
+                                                                  stateTopic: "\(base)/bridge/state", maxTopicAliases: options.maxTopicAliases,
                                                                   maxEvents: options.maxEvents, reconnectMinDelay: options.minDelay,
                                                                   reconnectMaxDelay: options.maxDelay, connectTimeout: 5), logger: logger)
-        let engine = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: base), discovery: options.discovery, version: "test",
-                                                           maxPayload: options.maxPayload,
-                                                           healthInterval: 3600, reannounceDelay: options.reannounceDelay),
-                                  transport: transport, logger: logger)
+        var settings = EngineSettings(scheme: TopicScheme(base: base), discovery: options.discovery, version: "test", maxPayload: options.maxPayload,
+                                      healthInterval: 3600, reannounceDelay: options.reannounceDelay)
+        settings.expiry = options.expiry
+        let engine = BridgeEngine(settings: settings, transport: transport, logger: logger)
         transport.start()
         await engine.setInfo(options.info)
         let bridge = InProcessBridge(transport: transport, engine: engine)

@@ -11,7 +11,19 @@ public final class MQTTProbe: @unchecked Sendable {
         public var payload: String
         public var retain: Bool
         public var at: Date
+        /// MQTT 5 properties as they arrived (nil: absent, and always under 3.1.1).
+        public var correlationData: [UInt8]?
+        public var messageExpiry: UInt32?
         public var description: String { "\(topic) \(retain ? "(r) " : "")\(payload)" }
+
+        public init(topic: String, payload: String, retain: Bool, at: Date, correlationData: [UInt8]? = nil, messageExpiry: UInt32? = nil) {
+            self.topic = topic
+            self.payload = payload
+            self.retain = retain
+            self.at = at
+            self.correlationData = correlationData
+            self.messageExpiry = messageExpiry
+        }
     }
 
     static let initialised: Bool = {
@@ -48,7 +60,7 @@ public final class MQTTProbe: @unchecked Sendable {
         mosquitto_int_option(h, MOSQ_OPT_TCP_NODELAY, 1)
         mosquitto_user_data_set(h, Unmanaged.passUnretained(self).toOpaque())
         mosquitto_connect_callback_set(h, ProbeCallbacks.onConnect)
-        mosquitto_message_callback_set(h, ProbeCallbacks.onMessage)
+        mosquitto_message_v5_callback_set(h, ProbeCallbacks.onMessage)
         mosquitto_subscribe_callback_set(h, ProbeCallbacks.onSubscribe)
         mosquitto_disconnect_callback_set(h, ProbeCallbacks.onDisconnect)
         mosquitto_publish_callback_set(h, ProbeCallbacks.onPublish)
@@ -98,11 +110,18 @@ public final class MQTTProbe: @unchecked Sendable {
         }
     }
 
+    /// `responseTopic` and `correlationData`: an MQTT 5 request (the probe must be in v5 mode).
     public func publish(_ topic: String, _ payload: String, retain: Bool = false, qos: Int32 = 1,
-                        userProperties: [String: String] = [:]) {
+                        userProperties: [String: String] = [:], responseTopic: String? = nil, correlationData: [UInt8]? = nil) {
         let bytes = Array(payload.utf8)
         var props: OpaquePointer? = nil
         for (k, v) in userProperties { mosquitto_property_add_string_pair(&props, Int32(MQTT_PROP_USER_PROPERTY.rawValue), k, v) }
+        if let responseTopic { mosquitto_property_add_string(&props, Int32(MQTT_PROP_RESPONSE_TOPIC.rawValue), responseTopic) }
+        if let correlationData {
+            correlationData.withUnsafeBytes { b in
+                _ = mosquitto_property_add_binary(&props, Int32(MQTT_PROP_CORRELATION_DATA.rawValue), b.baseAddress, UInt16(b.count))
+            }
+        }
         defer { mosquitto_property_free_all(&props) }
         _ = bytes.withUnsafeBytes { b in
             mosquitto_publish_v5(handle, nil, topic, Int32(b.count), b.baseAddress, qos, retain, props)
@@ -307,11 +326,25 @@ enum ProbeCallbacks {
         guard let obj else { return }
         with(obj) { probe in probe.subacks.add(1, ordering: .relaxed) }
     }
-    static let onMessage: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, UnsafePointer<mosquitto_message>?) -> Void = { _, obj, msg in
+    static let onMessage: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, UnsafePointer<mosquitto_message>?, OpaquePointer?) -> Void = {
+        _, obj, msg, props in
         guard let obj, let msg else { return }
         let m = msg.pointee
         let payload = m.payloadlen > 0 ? String(decoding: UnsafeRawBufferPointer(start: m.payload, count: Int(m.payloadlen)), as: UTF8.self) : ""
-        let message = MQTTProbe.Message(topic: String(cString: m.topic), payload: payload, retain: m.retain, at: Date())
+        var correlation: [UInt8]?
+        var expiry: UInt32?
+        if let props {
+            var data: UnsafeMutableRawPointer? = nil
+            var length: UInt16 = 0
+            if mosquitto_property_read_binary(props, Int32(MQTT_PROP_CORRELATION_DATA.rawValue), &data, &length, false) != nil {
+                correlation = Array(UnsafeRawBufferPointer(start: data, count: Int(length)))
+                free(data)
+            }
+            var seconds: UInt32 = 0
+            if mosquitto_property_read_int32(props, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), &seconds, false) != nil { expiry = seconds }
+        }
+        let message = MQTTProbe.Message(topic: String(cString: m.topic), payload: payload, retain: m.retain, at: Date(),
+                                        correlationData: correlation, messageExpiry: expiry)
         with(obj) { probe in probe.record(message) }
     }
 }
