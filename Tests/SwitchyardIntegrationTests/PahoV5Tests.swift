@@ -27,7 +27,7 @@ struct PahoV5Tests {
                                                       "--port", "\(broker.port)", "--base", base],
                                           outputFile: log)
             let status = await client.wait(timeout: 150)
-            if status == nil { client.terminateAndReap() }
+            if status == nil { await client.stop() }
             let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
             #expect(status == 0, "the paho client failed:\n\(output)")
             #expect(output.contains("all checks passed"), "\(output)")
