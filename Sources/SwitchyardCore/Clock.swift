@@ -18,6 +18,13 @@ public struct MonotonicInstant: Comparable, Hashable, Sendable, CustomStringConv
 }
 
 extension Duration {
+    /// The duration in whole nanoseconds, clamped to Int64 (for a time kept in an atomic).
+    public var nanosecondsClamped: Int64 {
+        let (s, atto) = components
+        let (ns, overflow) = s.multipliedReportingOverflow(by: 1_000_000_000)
+        return overflow ? (s < 0 ? .min : .max) : ns &+ atto / 1_000_000_000
+    }
+
     /// The duration in seconds, as a Double (for messages, ratios and `Task.sleep`).
     public var seconds: Double {
         let (s, atto) = components

@@ -93,6 +93,16 @@ public struct MessageProperties: Sendable, Equatable {
     public var isEmpty: Bool { expiry == 0 && correlationData == nil }
 }
 
+/// Why a transport that does not reconnect ended (`MosquittoTransport.endReason`).
+public enum TransportEnd: String, Sendable, Equatable {
+    /// The connection was lost (the broker went away, the network, a pause past the keepalive).
+    case lost
+    /// The broker said another client took the session over (MQTT 5 DISCONNECT 0x8E).
+    case takenOver = "taken_over"
+    /// No connection was made.
+    case neverConnected = "never_connected"
+}
+
 public enum TransportEvent: Sendable, Equatable {
     case connected(sessionPresent: Bool)
     case disconnected(reason: String)

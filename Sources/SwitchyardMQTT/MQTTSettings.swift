@@ -36,8 +36,18 @@ public struct MQTTSettings: Sendable {
     public var keepalive: Int
     /// MQTT 5 session expiry (seconds); 3.1.1 uses clean_session = false.
     public var sessionExpiry: Int
-    /// `<base>/bridge/state`: the Last Will (`offline`) and the birth message (`online`) on every connect.
+    /// `<base>/bridge/state`: the Last Will (`willPayload`) and the birth message (`birthPayload`) on every connect.
     public var stateTopic: String
+    public var birthPayload: [UInt8] = Array("online".utf8)
+    public var willPayload: [UInt8] = Array("offline".utf8)
+    /// False for a clean session (MQTT 3.1.1 clean_session, MQTT 5 no session kept): what a connection that
+    /// only watches wants. The bridge's own connection keeps its session (design.md §3).
+    public var persistentSession = true
+    /// False: the first connection's end (or `connectAttempts` failed attempts before one) ends the
+    /// transport: its network thread stops and `events` finishes, with `endReason` saying why. A standby's
+    /// connection as the active instance is so (design.md §17): it must not take the client id back.
+    public var reconnects = true
+    public var connectAttempts = 3
     /// QoS 1 messages in flight at once (fewer when the broker's MQTT 5 Receive Maximum says so); the rest wait
     /// in the outbox.
     public var maxInflight: Int

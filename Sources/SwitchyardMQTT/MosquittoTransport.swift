@@ -55,6 +55,10 @@ public final class MosquittoTransport: MQTTTransport {
     let wakeWriteFD = Atomic<Int32>(-1)
     private let started = Atomic<Bool>(false)
     let clock = SystemClock()
+    /// When the network thread last read something from the broker (nanoseconds on `clock`; -1: never).
+    let heard = Atomic<Int64>(-1)
+    /// Why a transport that does not reconnect has ended (`MQTTSettings.reconnects`).
+    let ended = Locked<TransportEnd?>(nil)
 
     public init(settings: MQTTSettings, logger: Logger) {
         _ = MosquittoLibrary.initialised
@@ -157,7 +161,7 @@ public final class MosquittoTransport: MQTTTransport {
     /// acknowledged everything, then disconnects cleanly (so the broker does not send the Will) and
     /// ends the network thread.
     public func stop(timeout: Double = 5) async {
-        publish(settings.stateTopic, Array("offline".utf8), qos: 1, retain: true)
+        publish(settings.stateTopic, settings.willPayload, qos: 1, retain: true)
         guard started.load(ordering: .relaxed) else {
             continuation.finish()
             return
@@ -175,6 +179,17 @@ public final class MosquittoTransport: MQTTTransport {
         }
         continuation.finish()
     }
+
+    /// When the broker last sent anything (a PINGRESP included), on the process's monotonic clock; nil
+    /// before the first packet. An instance that has heard nothing for longer than the broker waits before
+    /// it gives up on it may already have been replaced (design.md §17).
+    public var lastHeard: MonotonicInstant? {
+        let n = heard.load(ordering: .acquiring)
+        return n < 0 ? nil : MonotonicInstant(sinceOrigin: .nanoseconds(n))
+    }
+
+    /// Why the transport ended on its own (only when it does not reconnect); nil while it runs or after `stop`.
+    public var endReason: TransportEnd? { ended.withLock { $0 } }
 
     func wake() {
         var one: UInt8 = 1
@@ -214,6 +229,8 @@ final class NetworkLoop {
     /// completes (the message is recorded only once the whole window is out). Cleared on every connect.
     var earlyAcks: Set<Int32> = []
     var subscribed: [String] = []
+    /// The reason code of the broker's DISCONNECT (MQTT 5), or libmosquitto's error, for the connection now ending.
+    var disconnectCode: Int32?
     /// Failed attempts since the last stable connection (the backoff's exponent).
     var attempt = 0
     var connectedAt: MonotonicInstant?
@@ -231,9 +248,11 @@ final class NetworkLoop {
     func now() -> MonotonicInstant { transport.clock.now() }
 
     func run() {
+        var failedAttempts = 0
         while !stopRequested() {
             if mosq == nil { createClient() }
             guard let mosq else { sleep(seconds: settings.reconnectMaxDelay); continue }
+            disconnectCode = nil
             let rc = connect(mosq)
             if rc == MOSQ_ERR_SUCCESS.rawValue {
                 serve(mosq)
@@ -241,9 +260,23 @@ final class NetworkLoop {
                 logger.warning("broker connect failed", metadata: ["mqtt.host": "\(settings.host)", "mqtt.port": "\(settings.port)",
                                                                     "error": "\(Self.describe(rc))"])
             }
+            // A transport that does not reconnect ends with its first connection, or after its attempts.
+            if !settings.reconnects && !stopRequested() {
+                if connected || connectedAt != nil {
+                    let end: TransportEnd = disconnectCode == Self.sessionTakenOver ? .takenOver : .lost
+                    markDisconnected(reason: end == .takenOver ? "session taken over by another client" : "connection lost")
+                    transport.ended.withLock { $0 = end }
+                    break
+                }
+                failedAttempts += 1
+                if failedAttempts >= settings.connectAttempts {
+                    transport.ended.withLock { $0 = .neverConnected }
+                    break
+                }
+            }
             var immediate = false
             if connected {
-                markDisconnected(reason: "connection lost")
+                markDisconnected(reason: disconnectCode == Self.sessionTakenOver ? "session taken over by another client" : "connection lost")
                 if aliasesUsed { destroyClient() }
                 // A stable connection lost (a broker restart): try again at once, the broker may already be
                 // back. A connection that keeps dropping soon after it is made backs off like a failure.
@@ -282,8 +315,13 @@ final class NetworkLoop {
             s.stopped = nil
             return c
         }
+        // Ended on its own (no reconnects): its consumer learns it from the end of `events`.
+        if c == nil && !settings.reconnects { transport.continuation.finish() }
         c?.resume()
     }
+
+    /// MQTT 5 DISCONNECT reason 0x8E: another client connected with this client id.
+    static let sessionTakenOver: Int32 = 0x8E
 
     func stopRequested() -> Bool { transport.shared.withLock { $0.stopRequested } }
 
@@ -291,7 +329,7 @@ final class NetworkLoop {
 
     func createClient() {
         let userdata = Unmanaged.passUnretained(self).toOpaque()
-        guard let m = mosquitto_new(settings.clientID, false, userdata) else {
+        guard let m = mosquitto_new(settings.clientID, !settings.persistentSession, userdata) else {
             logger.error("mosquitto_new failed", metadata: ["errno": "\(errno)"])
             return
         }
@@ -301,8 +339,7 @@ final class NetworkLoop {
         mosquitto_int_option(m, MOSQ_OPT_SEND_MAXIMUM, Int32(settings.maxInflight))
         mosquitto_int_option(m, MOSQ_OPT_RECEIVE_MAXIMUM, 100)
         mosquitto_int_option(m, MOSQ_OPT_TCP_NODELAY, 1)
-        let will = Array("offline".utf8)
-        will.withUnsafeBytes { b in
+        settings.willPayload.withUnsafeBytes { b in
             _ = mosquitto_will_set(m, settings.stateTopic, Int32(b.count), b.baseAddress, 1, true)
         }
         if let u = settings.username {
@@ -323,6 +360,10 @@ final class NetworkLoop {
             guard let obj else { return }
             let loop = Unmanaged<NetworkLoop>.fromOpaque(obj).takeUnretainedValue()
             loop.onConnect(rc: rc, flags: flags, props)
+        }
+        mosquitto_disconnect_v5_callback_set(m) { _, obj, rc, _ in
+            guard let obj else { return }
+            Unmanaged<NetworkLoop>.fromOpaque(obj).takeUnretainedValue().disconnectCode = rc
         }
         mosquitto_publish_callback_set(m) { _, obj, mid in
             guard let obj else { return }
@@ -379,6 +420,7 @@ final class NetworkLoop {
             if fds[0].revents & (Int16(POLLHUP) | Int16(POLLERR)) != 0 || (reading && fds[0].revents & Int16(POLLIN) != 0) {
                 let rc = mosquitto_loop_read(m, 1)
                 if rc != MOSQ_ERR_SUCCESS.rawValue { logLost(rc); return }
+                transport.heard.store(Int64(now().sinceOrigin.nanosecondsClamped), ordering: .releasing)
             }
             if fds[0].revents & Int16(POLLOUT) != 0 || mosquitto_want_write(m) {
                 let rc = mosquitto_loop_write(m, 1)
@@ -431,7 +473,7 @@ final class NetworkLoop {
             s.stats.maximumPacketSize = maximumPacketSize
             s.stats.topicAliasMaximum = topicAliasMaximum
             // Birth message first, then every retained topic we own, then unacknowledged events.
-            s.outbox.add(topic: settings.stateTopic, payload: Array("online".utf8), qos: 1, retain: true)
+            s.outbox.add(topic: settings.stateTopic, payload: settings.birthPayload, qos: 1, retain: true)
             s.outbox.resetForReconnect(first: settings.stateTopic)
         }
         logger.info("connected to broker", metadata: ["mqtt.host": "\(settings.host)", "mqtt.port": "\(settings.port)",
