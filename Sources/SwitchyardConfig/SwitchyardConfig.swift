@@ -73,6 +73,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
     public var homeassistant = HomeAssistant()
     public var healthInterval = 60.0
     public var web = Web()
+    public var standby = Standby()
     /// Every upstream section present in the file, in the order of the registration list.
     public var upstreams: [ConfiguredUpstream] = []
     /// The effective config for bridge/info, every secret replaced by "***" (derived from the reading).
@@ -84,7 +85,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
 
     public static func == (a: SwitchyardConfig, b: SwitchyardConfig) -> Bool {
         a.file == b.file && a.stateDir == b.stateDir && a.log == b.log && a.mqtt == b.mqtt && a.homeassistant == b.homeassistant
-            && a.healthInterval == b.healthInterval && a.web == b.web && a.upstreams.count == b.upstreams.count
+            && a.healthInterval == b.healthInterval && a.web == b.web && a.standby == b.standby && a.upstreams.count == b.upstreams.count
             && zip(a.upstreams, b.upstreams).allSatisfy { $0.isSame(as: $1) }
     }
 
@@ -144,6 +145,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
         health.finish()
 
         readWeb(top.section("web"), into: &c.web)
+        readStandby(top.section("standby"), into: &c.standby)
 
         let bridge = BridgeConfigContext(baseTopic: c.mqtt.baseTopic, stateDir: c.stateDir)
         for u in upstreams where top.has(u.key) {
