@@ -10,8 +10,8 @@ import SwitchyardCore
 import SwitchyardHTTP
 
 /// The cloud transport (the LIFX HTTP API, docs/upstreams/lifx-cloud.md): the HTTP client, the rate budget,
-/// the merging request queue and the listings. Commands come in as requests (`enqueue`), each carrying the
-/// outcomes its commands wait for; `LIFXRequestQueue` merges and paces them, `LIFXCloudAPI` shapes them.
+/// the merging request queue and the listings. Commands come in as the plan's orders (`enqueue`), each with
+/// the outcome its command waits for; `LIFXRequestQueue` merges and paces them, `LIFXCloudAPI` shapes them.
 /// What the cloud says about lights goes to the adapter through `report`: it never reaches into the adapter.
 actor LIFXCloud {
     enum Event: Sendable {
@@ -21,7 +21,7 @@ actor LIFXCloud {
         case listingFailed(consecutive: Int)
         /// An action was answered or failed: the lights the cloud reached or not, and the optimistic values to
         /// restore (lights it did not reach, or every light of a failed request), re-applying what is still queued.
-        case answered(reached: [String: Bool], revert: [String: LIFXLight.Values], queued: [LIFXOp])
+        case answered(reached: [String: Bool], revert: [String: LIFXLight.Values], queued: [LIFXCloudOrder])
         case metrics([String: JSONValue])
     }
 
@@ -67,10 +67,10 @@ actor LIFXCloud {
 
     var running: Bool { http != nil }
 
-    /// Queues requests, in order; each outcome is answered when the cloud has answered its request.
-    func enqueue(_ ops: [(LIFXOp, LIFXOutcome)]) {
-        for (op, outcome) in ops {
-            if running { queue.enqueue(op, outcome) } else { outcome.fail("the LIFX cloud is not connected") }
+    /// Queues the plan's requests, in order; each outcome is answered when the cloud has answered its request.
+    func enqueue(_ orders: [(LIFXCloudOrder, LIFXOutcome)]) {
+        for (order, outcome) in orders {
+            if running { queue.enqueue(LIFXOp(order), outcome) } else { outcome.fail("the LIFX cloud is not connected") }
         }
         wakeUp?.signal()
     }
@@ -196,7 +196,7 @@ actor LIFXCloud {
 
     /// A request failed: its lights go back to their own previous values, then its commands fail.
     func fail(_ op: LIFXOp, _ message: String) async {
-        await report(.answered(reached: [:], revert: op.previous, queued: queue.unanswered))
+        await report(.answered(reached: [:], revert: op.previous, queued: queue.unanswered.map(\.order)))
         for o in op.outcomes { o.fail("\(op.label): \(message)") }
     }
 
@@ -219,7 +219,7 @@ actor LIFXCloud {
                     if let v = op.previous[lid] { revert[lid] = v }
                 }
             }
-            await report(.answered(reached: reached, revert: revert, queued: queue.unanswered))
+            await report(.answered(reached: reached, revert: revert, queued: queue.unanswered.map(\.order)))
             if failed.isEmpty {
                 for o in op.outcomes { o.succeed() }
             } else if failed.count == result.lights.count {

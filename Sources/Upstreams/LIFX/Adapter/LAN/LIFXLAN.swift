@@ -14,13 +14,13 @@ actor LIFXLAN {
     /// What the LAN tells the adapter.
     enum Event: Sendable {
         /// A new device identified, with its first reading.
-        case found(String, LIFXLANFacts, LIFXLANReading)
+        case found(String, LIFXIdentity, LIFXReading)
         /// A poll's reading; `commandPending`: a command is on its way, its optimistic values stay.
-        case read(String, LIFXLANReading, commandPending: Bool)
+        case read(String, LIFXReading, commandPending: Bool)
         /// Devices heard since the last time (any answer), and the LAN's figures once a second.
         case heard([String: MonotonicInstant], metrics: [String: JSONValue]?)
         /// A send failed and no newer command is on its way: the device's last reported state.
-        case reverted(String, LIFXLANReading)
+        case reverted(String, LIFXReading)
     }
 
     /// What a reload's new instance keeps of a device: where it answers and what it is.
@@ -201,8 +201,9 @@ actor LIFXLAN {
         devices[serial]?.identified = true
         devices[serial]?.nextPoll = clock.now().adding(seconds: settings.pollInterval)
         heard(serial)
-        let facts = LIFXLANFacts(product: product, firmware: fw.map { "\($0.major).\($0.minor)" }, group: ref(group), location: ref(location))
-        await report(.found(serial, facts, reading))
+        let identity = LIFXIdentity(caps: product?.caps, model: product?.name, firmware: fw.map { "\($0.major).\($0.minor)" },
+                                    group: ref(group), location: ref(location))
+        await report(.found(serial, identity, reading))
     }
 
     /// `devices/refresh`: every device read now, and a discovery round.
@@ -225,11 +226,11 @@ actor LIFXLAN {
     /// firmware effect; nil when it did not answer. What was read becomes what the device is known to show
     /// (commands send only what differs). A reply with a value no device reports (kelvin outside
     /// 1000–12000 K, zones that contradict each other) is dropped and counted (`invalid`).
-    func readState(_ serial: String) async -> LIFXLANReading? {
+    func readState(_ serial: String) async -> LIFXReading? {
         guard let r = await ask(serial, LIFXLANMessage.lightGet, expect: LIFXLANMessage.lightState) else { return nil }
         guard let st = LIFXLANMessage.lightState(r.payload), st.color.plausible else { invalid += 1; return nil }
         guard let product = devices[serial]?.product else {
-            return LIFXLANReading(on: st.on, colour: LIFXZone(st.color), label: st.label)
+            return LIFXReading(on: st.on, colour: LIFXZone(st.color), label: st.label)
         }
         let zones = product.multizone ? await readZones(serial) : nil
         let matrix = product.ceiling ? await readMatrix(serial) : nil
@@ -257,7 +258,7 @@ actor LIFXLAN {
         if let zones { devices[serial]?.knownZones = zones }
         if let matrix { devices[serial]?.knownMatrix = matrix }
         if let infrared { devices[serial]?.knownInfrared = infrared }
-        var reading = LIFXLANReading(on: st.on, colour: LIFXZone(st.color), label: st.label, zones: zones, infrared: infrared,
+        var reading = LIFXReading(on: st.on, colour: LIFXZone(st.color), label: st.label, zones: zones, infrared: infrared,
                                      clean: clean, matrix: matrix)
         // The effect the light runs: a waveform the bridge started (until it ends), else what its firmware says.
         if let until = d.waveformUntil, clock.now() < until {
@@ -276,9 +277,9 @@ actor LIFXLAN {
     }
 
     /// What the device last reported, as a reading (for a revert after a failed send).
-    func lastReported(_ serial: String) -> LIFXLANReading? {
+    func lastReported(_ serial: String) -> LIFXReading? {
         guard let d = devices[serial], let k = d.known else { return nil }
-        return LIFXLANReading(on: k.on, colour: LIFXZone(k.color), label: "", zones: d.knownZones, infrared: d.knownInfrared,
+        return LIFXReading(on: k.on, colour: LIFXZone(k.color), label: "", zones: d.knownZones, infrared: d.knownInfrared,
                               matrix: d.knownMatrix)
     }
 

@@ -1,23 +1,5 @@
 import SwitchyardCore
 
-/// The fields of a command only the LAN path drives.
-struct LIFXLANFields {
-    var zones: JSONValue?
-    var infrared: JSONValue?
-    var cleanCycle: JSONValue?
-    var cleanDuration: JSONValue?
-    var isEmpty: Bool { zones == nil && infrared == nil && cleanCycle == nil && cleanDuration == nil }
-}
-
-/// What `zones`, `infrared` and `clean_cycle` of a command do to the one LAN light they go to.
-struct LIFXLANExtra {
-    var id: String
-    /// The light as they leave it (on top of the rest of the command).
-    var light: LIFXLight
-    var clean: LIFXCleanRequest?
-    var notes: [String]
-}
-
 /// Commands against the model: what a device id names, and the optimistic changes (pure).
 extension LIFXHome {
     /// What a command for `deviceID` is sent to: a light, or a group's or location's lights.
@@ -28,6 +10,20 @@ extension LIFXHome {
             return LIFXTarget(selector: sel + c.id, lights: c.members, label: c.name)
         }
         throw AdapterError("LIFX device '\(deviceID)' is not known")
+    }
+
+    /// Lights by id as one target: a single light's own, else `id:a,id:b,…` (a cloud request names at most
+    /// `LIFXHome.selectorsPerRequest` of them: LIFXPlan.swift splits the list). Refuses an empty list and a
+    /// light it does not know; a light named twice counts once.
+    func target(lights ids: [String]) throws(AdapterError) -> LIFXTarget {
+        var seen: Set<String> = []
+        let unique = ids.filter { seen.insert($0).inserted }
+        guard !unique.isEmpty else { throw AdapterError("no LIFX light given") }
+        if let unknown = unique.first(where: { lights[$0] == nil }) { throw AdapterError("LIFX device '\(unknown)' is not known") }
+        if unique.count == 1 { return try target(unique[0]) }
+        let labels = unique.map { id in lights[id].map { $0.label.isEmpty ? id : $0.label } ?? id }
+        let label = labels.count <= 3 ? labels.joined(separator: ", ") : "\(labels.prefix(3).joined(separator: ", ")) and \(labels.count - 3) more"
+        return LIFXTarget(selector: unique.map { "id:\($0)" }.joined(separator: ","), lights: unique, label: label)
     }
 
     /// The lights a cloud selector names (a scene's states name lights so).
@@ -65,55 +61,6 @@ extension LIFXHome {
         }
     }
 
-    /// Applies an effect to a LAN light's optimistic state (power, the colour it starts from, its name);
-    /// false when the light cannot run it (a group's member without zones or a matrix).
-    mutating func applyEffect(_ e: LIFXEffect, to id: String) -> Bool {
-        guard let l = lights[id], Self.runs(e, l) else { return false }
-        return edit(id) { l in
-            if e.name == "off" {
-                l.effect = "off"
-                if e.powerOff { l.on = false }
-            } else {
-                l.effect = e.name
-                if e.powerOn { l.on = true }
-                if let from = e.fromColor { l.apply(LIFXSet(color: from, duration: 0)) }
-            }
-        }
-    }
-
-    /// `zones`, `infrared`, `clean_cycle`/`clean_duration` of a command, checked against the one LAN light
-    /// they go to, on top of the rest of the command (a brightness for the whole strip, then zones).
-    func planLAN(_ f: LIFXLANFields, target t: LIFXTarget, after plan: LIFXCommandPlanner.Plan,
-                 onLAN: (String) -> Bool) throws(AdapterError) -> LIFXLANExtra {
-        guard t.lights.count == 1, let id = t.lights.first, onLAN(id), var l = lights[id] else {
-            throw AdapterError("zones, infrared and the clean cycle go to one light reached over the LAN")
-        }
-        for kind in plan.kinds {
-            if case .set(let s) = kind { l.apply(s) } else if case .delta(let d) = kind { l.apply(d) }
-        }
-        var notes: [String] = []
-        if let z = f.zones {
-            guard var zones = l.zones else { throw AdapterError("the zones of \(t.label) are not read yet; try again in a moment") }
-            notes = try LIFXZone.apply(segments: z.arrayValue ?? [], to: &zones, kelvinRange: l.caps.kelvinRange)
-            l.zones = zones
-            // Like a colour without a state: the light comes on.
-            if plan.kinds.isEmpty { l.on = true }
-        }
-        if let ir = f.infrared?.intValue { l.infrared = ir }
-        var clean: LIFXCleanRequest?
-        if let c = f.cleanCycle {
-            let on = c == "ON"
-            clean = LIFXCleanRequest(on: on, seconds: f.cleanDuration?.intValue ?? 0)
-            var state = l.clean ?? LIFXClean()
-            state.active = on
-            if !on { state.remaining = 0 } else if let s = f.cleanDuration?.intValue, s > 0 { state.remaining = s }
-            l.clean = state
-        } else if f.cleanDuration != nil {
-            throw AdapterError("clean_duration goes with clean_cycle ON (e.g. {\"clean_cycle\": \"ON\", \"clean_duration\": 3600})")
-        }
-        return LIFXLANExtra(id: id, light: l, clean: clean, notes: notes)
-    }
-
     /// Lights one cloud request read (`/get`): taken in like a listing's, without counting as one.
     mutating func cloudRead(_ listed: [LIFXLight], pending: Set<String>, now: MonotonicInstant) -> Changes {
         var c = Changes()
@@ -127,9 +74,15 @@ extension LIFXHome {
 }
 
 extension LIFXLight {
-    /// What the LAN is to make the device show: the light's state, white-only lights at saturation 0.
-    var lanWant: LIFXLANWant {
-        func white(_ z: LIFXZone) -> LIFXZone { var z = z; if !caps.hasColor { z.saturation = 0 }; return z }
-        return LIFXLANWant(on: on, colour: white(wholeColour), zones: zones?.map(white), infrared: infrared, matrix: matrix?.map(white))
+    /// Applies an effect to the light's optimistic state (power, the colour it starts from, its name).
+    mutating func applyEffect(_ e: LIFXEffect) {
+        if e.name == "off" {
+            effect = "off"
+            if e.powerOff { on = false }
+        } else {
+            effect = e.name
+            if e.powerOn { on = true }
+            if let from = e.fromColor { apply(LIFXSet(color: from, duration: 0)) }
+        }
     }
 }
