@@ -49,8 +49,8 @@ public struct LIFXLANSettings: Sendable, Equatable {
 /// (docs/topics.md "LIFX"). This actor is the router between them and the model, and does nothing else:
 /// `LIFXHome` (Model/, a value) says what the lights are, which transport sees each and what changed, and
 /// plans each command (`LIFXHome.plan`: which transport gets what, and the lights as the command leaves them);
-/// `LIFXCloud` (Cloud/) and `LIFXLAN` (LAN/) each own their requests and tell the router what they saw. The
-/// router hands the model what the transports report and publishes what changed;
+/// `LIFXCloud` (Cloud/) and `LIFXLAN` (LAN/) each own their requests and report what they saw through a
+/// closure (`LIFXReport`). The router hands the model what the transports report and publishes what changed;
 /// for a command it takes the plan in at once (optimistic), gives each part to its transport, publishes, and
 /// waits for the outcomes the transports give it (`LIFXOutcome`).
 public actor LIFXAdapter: Adapter {
@@ -100,9 +100,9 @@ public actor LIFXAdapter: Adapter {
             return
         }
         let lan = settings.lan.enabled
-            ? LIFXLAN(settings: settings.lan, clock: clock, seeds: lanSeeds) { [weak self] e in await self?.take(e) } : nil
+            ? LIFXLAN(settings: settings.lan, clock: clock, seeds: lanSeeds) { [weak self] r in await self?.take(r) } : nil
         let cloud = settings.cloudEnabled
-            ? LIFXCloud(settings: settings, clock: clock, context: context) { [weak self] e in await self?.take(e) } : nil
+            ? LIFXCloud(settings: settings, clock: clock) { [weak self] r in await self?.take(r) } : nil
         self.lan = lan
         self.cloud = cloud
         defer {
@@ -243,25 +243,23 @@ public actor LIFXAdapter: Adapter {
 
     // MARK: what the transports say
 
-    func take(_ e: LIFXLAN.Event) async {
+    func take(_ r: LIFXReport<LIFXLAN.Event>) async {
+        guard case .saw(let e) = r else { return await bridge(r, from: .lan) }
         let now = clock.now()
         switch e {
         case .found(let serial, let identity, let reading):
             await apply(home.lanFound(serial, identity: identity, reading: reading, now: now, wall: Date()))
         case .read(let serial, let reading, let pending):
             await apply(home.lanRead(serial, reading, commandPending: pending, now: now, wall: Date()))
-        case .heard(let heard, let m):
-            if let m {
-                metrics.lan = m
-                await reportMetrics()
-            }
+        case .heard(let heard):
             await apply(home.lanHeard(heard, now: now))
         case .reverted(let serial, let reading):
             await apply(home.lanReverted(serial, to: reading))
         }
     }
 
-    func take(_ e: LIFXCloud.Event) async {
+    func take(_ r: LIFXReport<LIFXCloud.Event>) async {
+        guard case .saw(let e) = r else { return await bridge(r, from: .cloud) }
         let now = clock.now()
         switch e {
         case .listed(let lights, let scenes, let pending):
@@ -284,9 +282,19 @@ public actor LIFXAdapter: Adapter {
             var c = LIFXHome.Changes(touched: Set(revert.keys))
             for (id, ok) in reached.sorted(by: { $0.key < $1.key }) { c.formUnion(home.cloudReached(id, ok, now: now)) }
             await apply(c)
+        }
+    }
+
+    /// What either transport says of itself, passed on to the engine.
+    func bridge<Saw>(_ r: LIFXReport<Saw>, from transport: LIFXPresence.Transport) async {
+        switch r {
+        case .saw: break
         case .metrics(let m):
-            metrics.cloud = m
+            if transport == .lan { metrics.lan = m } else { metrics.cloud = m }
             await reportMetrics()
+        case .request(let error): await context?.recordRequest(error: error)
+        case .log(let level, let message): await context?.log(level, message)
+        case .status(let status): await context?.setStatus(status)
         }
     }
 

@@ -12,8 +12,10 @@ import SwitchyardHTTP
 /// The cloud transport (the LIFX HTTP API, docs/upstreams/lifx-cloud.md): the HTTP client, the rate budget,
 /// the merging request queue and the listings. Commands come in as the plan's orders (`enqueue`), each with
 /// the outcome its command waits for; `LIFXRequestQueue` merges and paces them, `LIFXCloudAPI` shapes them.
-/// What the cloud says about lights goes to the adapter through `report`: it never reaches into the adapter.
+/// What the cloud says goes to the router through `report` (`LIFXReport`, as the LAN does): it never reaches
+/// into the router or the engine.
 actor LIFXCloud {
+    /// What the cloud saw of the lights.
     enum Event: Sendable {
         /// A complete listing; `pending`: lights a queued or in-flight request is changing.
         case listed([LIFXLight], scenes: [LIFXScene]?, pending: Set<String>)
@@ -22,13 +24,11 @@ actor LIFXCloud {
         /// An action was answered or failed: the lights the cloud reached or not, and the optimistic values to
         /// restore (lights it did not reach, or every light of a failed request), re-applying what is still queued.
         case answered(reached: [String: Bool], revert: [String: LIFXLight.Values], queued: [LIFXCloudOrder])
-        case metrics([String: JSONValue])
     }
 
     let settings: LIFXSettings
     let clock: any BridgeClock
-    let context: AdapterContext
-    let report: @Sendable (Event) async -> Void
+    let report: LIFXReporter<Event>
     /// The client of the current run (opened and closed by `run`).
     var http: HTTPClient?
     var queue: LIFXRequestQueue
@@ -44,10 +44,9 @@ actor LIFXCloud {
     /// Signalled once the client is open (`running`).
     let opened = Latch()
 
-    init(settings: LIFXSettings, clock: any BridgeClock, context: AdapterContext, report: @escaping @Sendable (Event) async -> Void) {
+    init(settings: LIFXSettings, clock: any BridgeClock, report: @escaping LIFXReporter<Event>) {
         self.settings = settings
         self.clock = clock
-        self.context = context
         self.report = report
         queue = LIFXRequestQueue(minInterval: settings.minInterval, retryDelay: settings.retryDelay)
     }
@@ -145,11 +144,11 @@ actor LIFXCloud {
             let r = try await http.send(request)
             budget.update(headers: r.headers, now: clock.now(), wallNow: Date())
             let ok = (200..<300).contains(r.status)
-            await context.recordRequest(error: ok ? nil : "\(method) \(path): HTTP \(r.status)")
+            await report(.request(error: ok ? nil : "\(method) \(path): HTTP \(r.status)"))
             return CallResult(status: r.status, headers: r.headers, json: r.body.isEmpty ? nil : try? JSONValue.parse(r.body))
         } catch {
             let message = "LIFX cloud unreachable: \(error)"
-            await context.recordRequest(error: message)
+            await report(.request(error: message))
             throw AdapterError(message)
         }
     }
@@ -175,13 +174,13 @@ actor LIFXCloud {
         case 429:
             budget.exhausted(headers: r.headers, now: clock.now(), wallNow: Date())
             let wait = max(0, ((budget.resetAt ?? clock.now()) - clock.now()).seconds)
-            await context.log(.warning, "LIFX rate limit reached (HTTP 429); waiting \(Int(wait.rounded(.up))) s for the reset, then sending again")
+            await report(.log(.warning, "LIFX rate limit reached (HTTP 429); waiting \(Int(wait.rounded(.up))) s for the reset, then sending again"))
             queue.requeue(batch)
         case 500...599:
             await failOrRetry(batch, "LIFX cloud error (HTTP \(r.status))")
         default:
             if r.status == 401 || r.status == 403 {
-                await context.setStatus(.error(describe(r, selector: batch[0].selector)))
+                await report(.status(.error(describe(r, selector: batch[0].selector))))
             }
             for op in batch { await fail(op, describe(r, selector: op.selector)) }
         }
@@ -196,7 +195,7 @@ actor LIFXCloud {
 
     /// A request failed: its lights go back to their own previous values, then its commands fail.
     func fail(_ op: LIFXOp, _ message: String) async {
-        await report(.answered(reached: [:], revert: op.previous, queued: queue.unanswered.map(\.order)))
+        await report(.saw(.answered(reached: [:], revert: op.previous, queued: queue.unanswered.map(\.order))))
         for o in op.outcomes { o.fail("\(op.label): \(message)") }
     }
 
@@ -219,13 +218,13 @@ actor LIFXCloud {
                     if let v = op.previous[lid] { revert[lid] = v }
                 }
             }
-            await report(.answered(reached: reached, revert: revert, queued: queue.unanswered.map(\.order)))
+            await report(.saw(.answered(reached: reached, revert: revert, queued: queue.unanswered.map(\.order))))
             if failed.isEmpty {
                 for o in op.outcomes { o.succeed() }
             } else if failed.count == result.lights.count {
                 for o in op.outcomes { o.fail("\(op.label): \(failed.joined(separator: ", ")) (LIFX did not reach the light)") }
             } else {
-                await context.log(.warning, "\(op.label): \(failed.joined(separator: ", ")); the other lights accepted the command")
+                await report(.log(.warning, "\(op.label): \(failed.joined(separator: ", ")); the other lights accepted the command"))
                 for o in op.outcomes { o.succeed() }
             }
         }
@@ -245,16 +244,16 @@ actor LIFXCloud {
                 scenesDue = false
             }
             polls += 1
-            await report(.listed(listed, scenes: scenes, pending: queue.lights))
+            await report(.saw(.listed(listed, scenes: scenes, pending: queue.lights)))
             lastError = nil
-            await context.setStatus(.running)
+            await report(.status(.running))
             await report(.metrics(metrics))
             return true
         } catch {
             let message = (error as? AdapterError)?.message ?? "\(error)"
             lastError = message
-            await context.setStatus(.error("LIFX listing failed: \(message)"))
-            await report(.listingFailed(consecutive: pollFailures + 1))
+            await report(.status(.error("LIFX listing failed: \(message)")))
+            await report(.saw(.listingFailed(consecutive: pollFailures + 1)))
             return false
         }
     }

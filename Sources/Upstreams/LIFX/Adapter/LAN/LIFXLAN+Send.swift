@@ -127,7 +127,7 @@ extension LIFXLAN {
             ok = await run(step, serial: serial, started: i == 0 ? round.started : nil)
             if !ok { break }
         }
-        if !ok, devices[serial]?.send.want == nil, let r = lastReported(serial) { await report(.reverted(serial, r)) }
+        if !ok, devices[serial]?.send.want == nil, let r = lastReported(serial) { await report(.saw(.reverted(serial, r))) }
         for o in round.outcomes {
             if ok { o.succeed() } else { o.fail("\(round.label) did not answer over the LAN (timeout)") }
         }

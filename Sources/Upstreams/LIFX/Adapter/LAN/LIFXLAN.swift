@@ -7,18 +7,19 @@ import SwitchyardCore
 
 /// The LAN transport (`lifx.lan`, docs/upstreams/lifx-lan.md): one UDP socket, discovery, identification,
 /// polling, and commands to the devices on the local network. It owns what it knows of each device and
-/// the requests on the wire, and tells the adapter what it found through `report`; the adapter never
-/// reaches into it. Requests (matching, pacing, retries) are in LIFXLAN+Requests.swift, commands in
-/// LIFXLAN+Send.swift.
+/// the requests on the wire, and tells the router what it found through `report` (`LIFXReport`, as the
+/// cloud does); the router never reaches into it. Requests (matching, pacing, retries) are in
+/// LIFXLAN+Requests.swift, commands in LIFXLAN+Send.swift.
 actor LIFXLAN {
-    /// What the LAN tells the adapter.
-    enum Event: Sendable {
+    /// What the LAN saw of the lights.
+    enum Event: Sendable, Equatable {
         /// A new device identified, with its first reading.
         case found(String, LIFXIdentity, LIFXReading)
         /// A poll's reading; `commandPending`: a command is on its way, its optimistic values stay.
         case read(String, LIFXReading, commandPending: Bool)
-        /// Devices heard since the last time (any answer), and the LAN's figures once a second.
-        case heard([String: MonotonicInstant], metrics: [String: JSONValue]?)
+        /// Devices heard since the last time (any answer), and when; at least once a second, empty when
+        /// nothing was (the model's availability follows time).
+        case heard([String: MonotonicInstant])
         /// A send failed and no newer command is on its way: the device's last reported state.
         case reverted(String, LIFXReading)
     }
@@ -33,7 +34,7 @@ actor LIFXLAN {
 
     let settings: LIFXLANSettings
     let clock: any BridgeClock
-    let report: @Sendable (Event) async -> Void
+    let report: LIFXReporter<Event>
     /// The socket of the current run (opened and closed by `run`).
     var socket: LIFXLANSocket?
     /// Signalled once the socket is open: a command's LAN part before it would find no socket.
@@ -47,7 +48,7 @@ actor LIFXLAN {
     /// Replies with values no device reports, dropped.
     var invalid = 0
 
-    init(settings: LIFXLANSettings, clock: any BridgeClock, seeds: [Seed], report: @escaping @Sendable (Event) async -> Void) {
+    init(settings: LIFXLANSettings, clock: any BridgeClock, seeds: [Seed], report: @escaping LIFXReporter<Event>) {
         self.settings = settings
         self.clock = clock
         self.report = report
@@ -126,11 +127,13 @@ actor LIFXLAN {
             // The figures are read with bridge/health: once a second is plenty.
             let metrics = now >= nextMetrics ? self.metrics : nil
             if metrics != nil { nextMetrics = now.adding(seconds: 1) }
+            // What was heard, at least once a second: time passing is news too (a silent device goes offline).
             if !heardSince.isEmpty || metrics != nil {
                 let heard = heardSince
                 heardSince = [:]
-                await report(.heard(heard, metrics: metrics))
+                await report(.saw(.heard(heard)))
             }
+            if let metrics { await report(.metrics(metrics)) }
             try? await clock.sleep(seconds: 0.25)
         }
     }
@@ -203,7 +206,7 @@ actor LIFXLAN {
         heard(serial)
         let identity = LIFXIdentity(caps: product?.caps, model: product?.name, firmware: fw.map { "\($0.major).\($0.minor)" },
                                     group: ref(group), location: ref(location))
-        await report(.found(serial, identity, reading))
+        await report(.saw(.found(serial, identity, reading)))
     }
 
     /// `devices/refresh`: every device read now, and a discovery round.
@@ -219,7 +222,7 @@ actor LIFXLAN {
             devices[serial]?.nextPoll = clock.now().adding(seconds: settings.pollInterval)
         }
         guard let r = await readState(serial), let d = devices[serial] else { return }
-        await report(.read(serial, r, commandPending: d.commandPending))
+        await report(.saw(.read(serial, r, commandPending: d.commandPending)))
     }
 
     /// The light, and per product its zones, the Ceiling's matrix, infrared level, clean cycle and
