@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import SwitchyardCore
+import SwitchyardHTTP
 
 public struct LIFXSettings: Sendable, Equatable {
     public var token: String?
@@ -62,6 +63,9 @@ public actor LIFXAdapter: Adapter {
 
     let settings: LIFXSettings
     let clock: any BridgeClock
+    /// Where each run gets its HTTP client and its UDP socket (the real ones, or the twins in the unit tier).
+    let http: any HTTPConnector
+    let network: any LIFXLANNetwork
     /// Every outcome of this adapter's commands that still exists: none once every command has its result.
     nonisolated let census = LIFXOutcome.Census()
     var context: AdapterContext?
@@ -81,9 +85,14 @@ public actor LIFXAdapter: Adapter {
     var cloudHeard = false
     var metrics: (cloud: [String: JSONValue], lan: [String: JSONValue]) = ([:], [:])
 
-    public init(settings: LIFXSettings, clock: any BridgeClock = SystemClock()) {
+    /// `http` and `network` are where each run gets its HTTP client and its UDP socket: libcurl and the
+    /// kernel's UDP in the bridge, `HTTPTwin` and `LIFXLANTwin` in the unit tier.
+    public init(settings: LIFXSettings, clock: any BridgeClock = SystemClock(), http: any HTTPConnector = CurlConnector(),
+                network: any LIFXLANNetwork = LIFXUDPNetwork()) {
         self.settings = settings
         self.clock = clock
+        self.http = http
+        self.network = network
         home = LIFXHome(lanGrace: settings.lan.offlineAfter)
     }
 
@@ -96,13 +105,13 @@ public actor LIFXAdapter: Adapter {
         self.context = context
         guard settings.cloudEnabled || settings.lan.enabled else {
             await context.setStatus(.disabled("no lifx.token configured and lifx.lan is off (set lifx.token, lifx.token_file or ${ENV}, or lan.enabled)"))
-            while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+            while !Task.isCancelled { try await clock.sleep(seconds: 3600) }
             return
         }
         let lan = settings.lan.enabled
-            ? LIFXLAN(settings: settings.lan, clock: clock, seeds: lanSeeds) { [weak self] r in await self?.take(r) } : nil
+            ? LIFXLAN(settings: settings.lan, clock: clock, network: network, seeds: lanSeeds) { [weak self] r in await self?.take(r) } : nil
         let cloud = settings.cloudEnabled
-            ? LIFXCloud(settings: settings, clock: clock) { [weak self] r in await self?.take(r) } : nil
+            ? LIFXCloud(settings: settings, clock: clock, connector: http) { [weak self] r in await self?.take(r) } : nil
         self.lan = lan
         self.cloud = cloud
         defer {

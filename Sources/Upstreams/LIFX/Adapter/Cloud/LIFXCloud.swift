@@ -13,7 +13,8 @@ import SwitchyardHTTP
 /// the merging request queue and the listings. Commands come in as the plan's orders (`enqueue`), each with
 /// the outcome its command waits for; `LIFXRequestQueue` merges and paces them, `LIFXCloudAPI` shapes them.
 /// What the cloud says goes to the router through `report` (`LIFXReport`, as the LAN does): it never reaches
-/// into the router or the engine.
+/// into the router or the engine. Its client comes from `connector` for each run: libcurl's (`CurlConnector`),
+/// or `HTTPTwin` in the unit tier.
 actor LIFXCloud {
     /// What the cloud saw of the lights.
     enum Event: Sendable {
@@ -28,9 +29,10 @@ actor LIFXCloud {
 
     let settings: LIFXSettings
     let clock: any BridgeClock
+    let connector: any HTTPConnector
     let report: LIFXReporter<Event>
     /// The client of the current run (opened and closed by `run`).
-    var http: HTTPClient?
+    var http: (any HTTPTransport)?
     var queue: LIFXRequestQueue
     var budget = RateBudget()
     var nextPoll = MonotonicInstant.distantPast
@@ -44,16 +46,17 @@ actor LIFXCloud {
     /// Signalled once the client is open (`running`).
     let opened = Latch()
 
-    init(settings: LIFXSettings, clock: any BridgeClock, report: @escaping LIFXReporter<Event>) {
+    init(settings: LIFXSettings, clock: any BridgeClock, connector: any HTTPConnector, report: @escaping LIFXReporter<Event>) {
         self.settings = settings
         self.clock = clock
+        self.connector = connector
         self.report = report
         queue = LIFXRequestQueue(minInterval: settings.minInterval, retryDelay: settings.retryDelay)
     }
 
     /// Sends what is queued and lists the lights until cancelled; requests still queued are then answered.
     func run() async throws {
-        try await HTTPClient.withClient(options: .init(userAgent: "switchyard", verifyTLS: settings.verifyTLS)) { http in
+        try await connector.withClient(options: .init(userAgent: "switchyard", verifyTLS: settings.verifyTLS), isolation: #isolation) { http in
             self.http = http
             opened.signal()
             defer {

@@ -9,7 +9,8 @@ import SwitchyardCore
 /// polling, and commands to the devices on the local network. It owns what it knows of each device and
 /// the requests on the wire, and tells the router what it found through `report` (`LIFXReport`, as the
 /// cloud does); the router never reaches into it. Requests (matching, pacing, retries) are in
-/// LIFXLAN+Requests.swift, commands in LIFXLAN+Send.swift.
+/// LIFXLAN+Requests.swift, commands in LIFXLAN+Send.swift. Its socket comes from `network` for each run:
+/// the kernel's UDP (`LIFXUDPNetwork`), or `LIFXLANTwin` in the unit tier.
 actor LIFXLAN {
     /// What the LAN saw of the lights.
     enum Event: Sendable, Equatable {
@@ -34,9 +35,10 @@ actor LIFXLAN {
 
     let settings: LIFXLANSettings
     let clock: any BridgeClock
+    let network: any LIFXLANNetwork
     let report: LIFXReporter<Event>
     /// The socket of the current run (opened and closed by `run`).
-    var socket: LIFXLANSocket?
+    var socket: (any LIFXLANSocket)?
     /// Signalled once the socket is open: a command's LAN part before it would find no socket.
     let opened = Latch()
     var requests = LIFXLANRequests()
@@ -48,9 +50,11 @@ actor LIFXLAN {
     /// Replies with values no device reports, dropped.
     var invalid = 0
 
-    init(settings: LIFXLANSettings, clock: any BridgeClock, seeds: [Seed], report: @escaping LIFXReporter<Event>) {
+    init(settings: LIFXLANSettings, clock: any BridgeClock, network: any LIFXLANNetwork, seeds: [Seed],
+         report: @escaping LIFXReporter<Event>) {
         self.settings = settings
         self.clock = clock
+        self.network = network
         self.report = report
         let now = clock.now()
         for s in seeds {
@@ -70,7 +74,7 @@ actor LIFXLAN {
     /// Opens the socket and runs its reader, discovery and polling until cancelled; every command still
     /// waiting is then answered (the adapter stopped), and the socket closes.
     func run() async throws {
-        try await LIFXLANSocket.with(localPort: UInt16(settings.localPort)) { socket in
+        try await network.withSocket(localPort: UInt16(settings.localPort), isolation: #isolation) { socket in
             self.socket = socket
             opened.signal()
             defer {
@@ -322,7 +326,7 @@ actor LIFXLAN {
 
     var metrics: [String: JSONValue] {
         var m = requests.metrics
-        m["dropped"] = JSONValue(socket?.dropped.load(ordering: .relaxed) ?? 0)
+        m["dropped"] = JSONValue(socket?.dropped ?? 0)
         m["devices"] = JSONValue(devices.values.filter(\.identified).count)
         m["invalid"] = JSONValue(invalid)
         return m
