@@ -209,7 +209,7 @@ let package = Package(
         ], swiftSettings: strict),
         .testTarget(name: "VirtualTests", dependencies: ["VirtualAdapter", "SwitchyardTestSupport", "SwitchyardCore"], swiftSettings: strict),
         .testTarget(name: "LIFXTests", dependencies: [
-            "LIFXAdapter", "LIFXSimulators", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardMQTT",
+            "LIFXAdapter", "LIFXSimulators", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardHTTP",
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
         .testTarget(name: "FuzzCorpusTests", dependencies: ["SwitchyardFuzz", "SwitchyardCore"], path: "Tests/Fuzz",

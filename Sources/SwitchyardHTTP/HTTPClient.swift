@@ -35,6 +35,16 @@ public struct HTTPResponse: Sendable {
     /// New TCP connections this transfer opened (0 when an idle connection was reused).
     public var newConnections: Int
 
+    /// A response as a twin gives it (`HTTPTwin`); header names are lower-cased.
+    public init(status: Int, headers: [String: String] = [:], body: [UInt8] = [], newConnections: Int = 0) {
+        self.status = status
+        var lower: [String: String] = [:]
+        for (k, v) in headers { lower[k.lowercased()] = v }
+        self.headers = lower
+        self.body = body
+        self.newConnections = newConnections
+    }
+
     public var text: String { String(decoding: body, as: UTF8.self) }
 }
 
@@ -43,6 +53,11 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible, Equatable {
     public var kind: Kind
     public var message: String
     public var description: String { message }
+    /// A failure as a twin gives it (`HTTPTwin`: no answer at all).
+    public init(kind: Kind, message: String) {
+        self.kind = kind
+        self.message = message
+    }
 }
 
 /// An async HTTP client over the libcurl multi interface. One thread owns the multi handle and makes
@@ -52,7 +67,7 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible, Equatable {
 ///
 /// A client exists only inside `HTTPClient.withClient { … }`: its thread starts there and has ended
 /// (its connections closed) when that returns, so an adapter's client lives exactly as long as its run.
-public final class HTTPClient: Sendable {
+public final class HTTPClient: HTTPTransport, Sendable {
     public struct Options: Sendable {
         public var userAgent: String
         public var verifyTLS: Bool
@@ -162,10 +177,6 @@ public final class HTTPClient: Sendable {
             shared.withLock { $0.commands.append(.cancel(id)) }
             ccurl_multi_wakeup(multi)
         }
-    }
-
-    public func get(_ url: String, headers: [(String, String)] = [], timeout: Double = 30) async throws -> HTTPResponse {
-        try await send(HTTPRequest(url: url, headers: headers, timeout: timeout))
     }
 }
 

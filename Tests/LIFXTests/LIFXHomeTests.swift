@@ -52,8 +52,9 @@ import Testing
                     }
                     removed += h.cloudListed(lights, pending: [], now: now).removed
                 case .lanFound(let id, let g, let loc):
-                    let reading = LIFXLANReading(on: true, colour: LIFXZone(hue: 0, saturation: 0, brightness: 100, kelvin: 3500), label: id)
-                    _ = h.lanFound(id, facts: LIFXLANFacts(product: LIFXProduct.lookup(27), firmware: "3.70", group: g, location: loc),
+                    let reading = LIFXReading(on: true, colour: LIFXZone(hue: 0, saturation: 0, brightness: 100, kelvin: 3500), label: id)
+                    _ = h.lanFound(id, identity: LIFXIdentity(caps: LIFXProduct.lookup(27).caps, model: LIFXProduct.lookup(27).name, firmware: "3.70",
+                                                            group: g, location: loc),
                                    reading: reading, now: now, wall: wall)
                 case .lanHeard(let ids):
                     _ = h.lanHeard(Dictionary(uniqueKeysWithValues: ids.map { ($0, now) }), now: now)
@@ -82,7 +83,7 @@ import Testing
 
     static let g1 = "group_\(kitchen.id)", g2 = "group_\(study.id)", loc = "location_\(home.id)"
 
-    /// The demo's failure (issue 26): a light only the LAN knows, its group and the location it shares with a
+    /// A light only the LAN knows, its group and the location it shares with a
     /// cloud light, through thirty cloud listings and a LAN outage: never removed, one location, and offline
     /// only while nothing reaches it.
     @Test func aLightOnlyTheLANKnowsAndItsGroupsStayThroughEveryListing() {
@@ -148,10 +149,10 @@ import Testing
         cloudLight.group = LIFXRef(id: Self.kitchen.id, name: "Lounge")
         _ = h.cloudListed([cloudLight], pending: [], now: now)
         #expect(h.collections().map(\.name) == ["Lounge"])
-        let reading = LIFXLANReading(on: true, colour: LIFXZone(hue: 0, saturation: 0, brightness: 100, kelvin: 3500), label: "b")
-        _ = h.lanFound("b", facts: LIFXLANFacts(group: LIFXRef(id: Self.kitchen.id, name: "Living Room", updatedAt: 10)),
+        let reading = LIFXReading(on: true, colour: LIFXZone(hue: 0, saturation: 0, brightness: 100, kelvin: 3500), label: "b")
+        _ = h.lanFound("b", identity: LIFXIdentity(group: LIFXRef(id: Self.kitchen.id, name: "Living Room", updatedAt: 10)),
                        reading: reading, now: now, wall: Self.wall)
-        _ = h.lanFound("c", facts: LIFXLANFacts(group: LIFXRef(id: Self.kitchen.id, name: "Den", updatedAt: 20)),
+        _ = h.lanFound("c", identity: LIFXIdentity(group: LIFXRef(id: Self.kitchen.id, name: "Den", updatedAt: 20)),
                        reading: reading, now: now, wall: Self.wall)
         let groups = h.collections(locations: false)
         #expect(groups.count == 1)

@@ -129,7 +129,7 @@ import Testing
 
     /// A reload's new instance is routed commands at once (its lights carried over), before its run has
     /// opened the cloud's client and the LAN's socket: they wait for them and are carried out, never refused
-    /// as "not connected" or "not reachable on the LAN" (the soak found both, one command in tens of reloads).
+    /// as "not connected" or "not reachable on the LAN".
     @Test func commandsRightAfterAReloadWaitForTheTransports() async throws {
         let cloud = try await LIFXCloudSimulator.start(token: Self.token, lights: LIFXCloudSimulator.demoLights())
         let lan = try LIFXLANSimulator.start(devices: [Self.kitchenDesk()])
@@ -168,7 +168,7 @@ import Testing
         }
     }
 
-    /// A long run of both together (issue 26): cloud listings every 0.3 s (well over 20), LAN polls every
+    /// A long run of both together: cloud listings every 0.3 s (well over 20), LAN polls every
     /// 0.5 s, the LAN peer leaving and coming back three times, commands all along. No light a transport
     /// still sees is removed, nothing is published under two names, every command gets one result, the
     /// light both transports know goes over the cloud while the LAN is away and back over the LAN after, and
@@ -265,7 +265,7 @@ import Testing
 
 extension LIFXHybridTests {
     /// The LAN finds its lights before the cloud's first listing comes (a slow cloud): nothing is listed
-    /// until then, and then the LAN's lights are published with the rest (found by the soak under load).
+    /// until then, and then the LAN's lights are published with the rest.
     @Test func lightsTheLANFoundBeforeTheFirstListingArePublishedWithIt() async throws {
         let cloud = try await LIFXCloudSimulator.start(token: Self.token, lights: LIFXCloudSimulator.demoLights())
         cloud.setDelay(3)

@@ -64,7 +64,7 @@ public actor ImpAdapter: Adapter {
     let settings: ImpSettings
     let clock: any BridgeClock
     /// The client of the current run (opened and closed by `run`).
-    var http: HTTPClient?
+    var http: (any HTTPTransport)?
     var context: AdapterContext?
     var states: [String: DeviceState] = [:]
     /// Devices to read again a little after a reset or reboot; the run's task group does it.

@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import SwitchyardCore
+import SwitchyardHTTP
 
 public struct LIFXSettings: Sendable, Equatable {
     public var token: String?
@@ -46,11 +47,13 @@ public struct LIFXLANSettings: Sendable, Equatable {
 }
 
 /// LIFX lights, groups, locations and scenes over two transports, the cloud HTTP API and the LAN protocol
-/// (docs/topics.md "LIFX"). This actor is the router between them and the model: `LIFXHome` (a value) says
-/// what the lights are, which transport sees each and what changed; `LIFXCloud` and `LIFXLAN` each own
-/// their requests and tell the router what they saw; the router plans commands (`LIFXCommandPlanner`),
-/// applies them to the model at once (optimistic), hands each light's part to the transport that reaches
-/// it, and publishes. A command waits for the outcomes its transports give it (`LIFXOutcome`).
+/// (docs/topics.md "LIFX"). This actor is the router between them and the model, and does nothing else:
+/// `LIFXHome` (Model/, a value) says what the lights are, which transport sees each and what changed, and
+/// plans each command (`LIFXHome.plan`: which transport gets what, and the lights as the command leaves them);
+/// `LIFXCloud` (Cloud/) and `LIFXLAN` (LAN/) each own their requests and report what they saw through a
+/// closure (`LIFXReport`). The router hands the model what the transports report and publishes what changed;
+/// for a command it takes the plan in at once (optimistic), gives each part to its transport, publishes, and
+/// waits for the outcomes the transports give it (`LIFXOutcome`).
 public actor LIFXAdapter: Adapter {
     public static let id = "lifx"
     public nonisolated var id: String { Self.id }
@@ -60,6 +63,9 @@ public actor LIFXAdapter: Adapter {
 
     let settings: LIFXSettings
     let clock: any BridgeClock
+    /// Where each run gets its HTTP client and its UDP socket (the real ones, or the twins in the unit tier).
+    let http: any HTTPConnector
+    let network: any LIFXLANNetwork
     /// Every outcome of this adapter's commands that still exists: none once every command has its result.
     nonisolated let census = LIFXOutcome.Census()
     var context: AdapterContext?
@@ -79,9 +85,14 @@ public actor LIFXAdapter: Adapter {
     var cloudHeard = false
     var metrics: (cloud: [String: JSONValue], lan: [String: JSONValue]) = ([:], [:])
 
-    public init(settings: LIFXSettings, clock: any BridgeClock = SystemClock()) {
+    /// `http` and `network` are where each run gets its HTTP client and its UDP socket: libcurl and the
+    /// kernel's UDP in the bridge, `HTTPTwin` and `LIFXLANTwin` in the unit tier.
+    public init(settings: LIFXSettings, clock: any BridgeClock = SystemClock(), http: any HTTPConnector = CurlConnector(),
+                network: any LIFXLANNetwork = LIFXUDPNetwork()) {
         self.settings = settings
         self.clock = clock
+        self.http = http
+        self.network = network
         home = LIFXHome(lanGrace: settings.lan.offlineAfter)
     }
 
@@ -94,13 +105,13 @@ public actor LIFXAdapter: Adapter {
         self.context = context
         guard settings.cloudEnabled || settings.lan.enabled else {
             await context.setStatus(.disabled("no lifx.token configured and lifx.lan is off (set lifx.token, lifx.token_file or ${ENV}, or lan.enabled)"))
-            while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+            while !Task.isCancelled { try await clock.sleep(seconds: 3600) }
             return
         }
         let lan = settings.lan.enabled
-            ? LIFXLAN(settings: settings.lan, clock: clock, seeds: lanSeeds) { [weak self] e in await self?.take(e) } : nil
+            ? LIFXLAN(settings: settings.lan, clock: clock, network: network, seeds: lanSeeds) { [weak self] r in await self?.take(r) } : nil
         let cloud = settings.cloudEnabled
-            ? LIFXCloud(settings: settings, clock: clock, context: context) { [weak self] e in await self?.take(e) } : nil
+            ? LIFXCloud(settings: settings, clock: clock, connector: http) { [weak self] r in await self?.take(r) } : nil
         self.lan = lan
         self.cloud = cloud
         defer {
@@ -140,7 +151,7 @@ public actor LIFXAdapter: Adapter {
 
     public func accept(_ command: DeviceCommand, context: AdapterContext) async throws -> PendingCommand {
         self.context = context
-        let waits = try await plan(command)
+        let waits = try await carryOut([LIFXCommand(command)], deviceID: command.deviceID)
         return PendingCommand { try await Self.all(waits) }
     }
 
@@ -162,23 +173,25 @@ public actor LIFXAdapter: Adapter {
         if let failure { throw failure }
     }
 
+    /// The transports this run has, as the model plans with them.
+    var transports: LIFXTransports {
+        LIFXTransports(lan: lan != nil, cloud: cloud != nil, lanOnly: settings.lan.enabled && !settings.cloudEnabled)
+    }
+
     public func refresh(deviceID: String, context: AdapterContext) async throws {
-        if deviceID.hasPrefix("scene_") {
+        switch try home.readRoute(deviceID, transports: transports, now: clock.now()) {
+        case .scenes:
             guard let cloud else { throw AdapterError("the LIFX cloud is not connected") }
             home.scenes = Dictionary(try await cloud.listScenes().map { ($0.uuid, $0) }, uniquingKeysWith: { a, _ in a })
             await declare()
             await publishScenes()
-            return
+        case .lan(let serial):
+            await lan?.poll(serial)
+        case .cloud(let selector):
+            guard let cloud else { throw AdapterError("the LIFX cloud is not connected") }
+            let (lights, pending) = try await cloud.read(selector)
+            await apply(home.cloudRead(lights, pending: pending, now: clock.now()))
         }
-        let id = LIFXCeilingPart.parse(deviceID)?.serial ?? deviceID
-        if home.onLAN(id, now: clock.now()), let lan {
-            await lan.poll(id)
-            return
-        }
-        guard let cloud else { throw AdapterError("\(deviceID) is not reachable on the LAN (and no lifx.token is set)") }
-        let t = try home.target(id)
-        let (lights, pending) = try await cloud.read(t.selector)
-        await apply(home.cloudRead(lights, pending: pending, now: clock.now()))
     }
 
     public func refreshAll(context: AdapterContext) async throws {
@@ -197,174 +210,65 @@ public actor LIFXAdapter: Adapter {
 
     // MARK: commands
 
-    /// Plans a validated command, applies it to the model at once and hands each light's part to the transport
-    /// that reaches it (LAN parts first: their first datagram leaves now), then publishes the new state.
-    /// Returns what the command waits for. Everything is checked before anything changes: a refused command
-    /// leaves the state as it was and sends nothing.
-    func plan(_ command: DeviceCommand) async throws -> [@Sendable () async throws -> Void] {
+    /// Carries out commands: the model plans them (`LIFXHome.plan`, everything checked before anything
+    /// changes: a refused command leaves the state as it was and sends nothing), the plan is taken in at once,
+    /// its LAN orders go to the LAN (their first datagrams leave now) and its requests to the cloud, and the
+    /// new state is published. Returns what the commands wait for. Several commands (`LIFXCommand.Target.lights`,
+    /// or a list) are planned as one: one cloud request per kind of change, one LAN hand-over.
+    func carryOut(_ commands: [LIFXCommand], deviceID: String? = nil) async throws -> [@Sendable () async throws -> Void] {
         if !made.isSignalled || cloud?.opened.isSignalled == false || lan?.opened.isSignalled == false {
             await firstResult(of: { await self.transportsStarted() }, within: Self.startWait, clock: clock, otherwise: ())
         }
-        if command.deviceID.hasPrefix("scene_") { return [try await activate(command)] }
-        if let (serial, part) = LIFXCeilingPart.parse(command.deviceID) { return try await plan(command, part, of: serial) }
-        let now = clock.now()
-        let t = try home.target(command.deviceID)
-        var fields = command.fields
-        // Fields only the LAN path drives (declared on LAN lights with the feature): checked here, sent below.
-        let lanOnly = LIFXLANFields(zones: fields.removeValue(forKey: "zones"), infrared: fields.removeValue(forKey: "infrared"),
-                                    cleanCycle: fields.removeValue(forKey: "clean_cycle"), cleanDuration: fields.removeValue(forKey: "clean_duration"))
-        let members = t.lights.compactMap { home.lights[$0] }
-        let plan = fields.keys.contains(where: { $0 != "transition" }) || lanOnly.isEmpty
-            ? try LIFXCommandPlanner.plan(fields, target: t, members: members, defaultTransition: settings.defaultTransition)
-            : LIFXCommandPlanner.Plan()
-        let duration = fields["transition"]?.doubleValue ?? settings.defaultTransition
-        let extra = lanOnly.isEmpty ? nil : try home.planLAN(lanOnly, target: t, after: plan, onLAN: { self.lan != nil && self.home.onLAN($0, now: now) })
-        // Lights the LAN reaches are commanded over the LAN; the rest over the cloud.
-        let lanIDs = lan == nil ? [] : t.lights.filter { home.onLAN($0, now: now) }
-        let cloudIDs = t.lights.filter { !lanIDs.contains($0) }
-        if !cloudIDs.isEmpty && cloud == nil {
-            throw AdapterError(settings.lan.enabled && !settings.cloudEnabled
-                ? "\(t.label) is not reachable on the LAN (and no lifx.token is set)" : "the LIFX cloud is not connected")
-        }
-        if let e = plan.effect {
-            // An effect a string named (the core passes effect strings through) that no light of the target runs.
-            if !members.contains(where: { LIFXHome.runs(e, $0) }) {
-                throw AdapterError("effect \(e.name): \(t.label) cannot run it (its effects: \(LIFXCommandPlanner.effectNames(for: members).joined(separator: ", ")))")
-            }
-            if e.name == "sky", !cloudIDs.isEmpty {
-                throw AdapterError("effect sky: goes over the LAN only, and \(t.label) is not reachable on the LAN now")
-            }
-        }
-        for note in plan.notes + (extra?.notes ?? []) { await context?.log(.info, note, deviceID: command.deviceID) }
-        var parts: [String: LIFXLANPart] = [:]
-        var cloudOps: [LIFXOp] = []
-        var touched: Set<String> = []
-        let cloudSelector = lanIDs.isEmpty ? t.selector : cloudIDs.map { "id:\($0)" }.joined(separator: ",")
-        for kind in plan.kinds {
-            switch kind {
-            case .set, .delta:
-                let previous = home.apply(to: t.lights) { l in
-                    if case .set(let s) = kind { l.apply(s) } else if case .delta(let d) = kind { l.apply(d) }
-                }
-                touched.formUnion(t.lights)
-                var d = duration
-                if case .set(let s) = kind { d = s.duration } else if case .delta(let x) = kind { d = x.duration }
-                for id in lanIDs { parts[id, default: LIFXLANPart()].duration = d }
-                if !cloudIDs.isEmpty {
-                    cloudOps.append(op(kind, cloudSelector, cloudIDs, t.label, previous: previous.filter { cloudIDs.contains($0.key) }))
-                }
-            case .effect:
-                // The effect's own colour (from_color) is set at once, unless a change before it set a transition.
-                let changed = plan.kinds.contains { if case .effect = $0 { return false }; return true }
-                for id in lanIDs where home.applyEffect(plan.effect!, to: id) {
-                    touched.insert(id)
-                    parts[id, default: LIFXLANPart()].effect = plan.effect
-                    if !changed { parts[id]!.duration = 0 }
-                }
-                if !cloudIDs.isEmpty { cloudOps.append(op(kind, cloudSelector, cloudIDs, t.label)) }
-            default:
-                cloudOps.append(op(kind, t.selector, t.lights, t.label))
-            }
-        }
-        if let extra {
-            // What planLAN worked out on top of the rest of the command (which is applied by now).
-            home.edit(extra.id) { l in
-                l.zones = extra.light.zones
-                l.infrared = extra.light.infrared
-                l.clean = extra.light.clean
-                if plan.kinds.isEmpty { l.on = extra.light.on }
-            }
-            touched.insert(extra.id)
-            parts[extra.id, default: LIFXLANPart()].clean = extra.clean
-            if parts[extra.id]!.duration == nil { parts[extra.id]!.duration = duration }
-        }
-        var waits = await submit(parts)
-        waits += await enqueue(cloudOps)
-        await publish(touched)
+        let plan = try home.plan(commands, transports: transports, now: clock.now(), wall: Date(),
+                                 defaultTransition: settings.defaultTransition)
+        home.take(plan)
+        var waits = await submit(plan.lan)
+        waits += await enqueue(plan.cloud)
+        for note in plan.notes { await context?.log(.info, note, deviceID: deviceID) }
+        await publish(plan.touched)
+        if !plan.activated.isEmpty { await publishScenes(plan.activated.keys.sorted()) }
         return waits
     }
 
-    /// The parts of one command for the LAN's lights, handed over in one call.
-    func submit(_ parts: [String: LIFXLANPart]) async -> [@Sendable () async throws -> Void] {
-        guard !parts.isEmpty, let lan else { return [] }
-        let subs = parts.sorted { $0.key < $1.key }.compactMap { id, p -> LIFXLANSubmission? in
-            guard let l = home.lights[id] else { return nil }
-            return LIFXLANSubmission(serial: id, label: l.label.isEmpty ? id : l.label, want: l.lanWant, duration: p.duration ?? 0,
-                                     effect: p.effect, clean: p.clean, outcome: LIFXOutcome(census))
+    /// The plan's LAN orders, handed over in one call, each with the outcome its command waits for.
+    func submit(_ orders: [LIFXLANOrder]) async -> [@Sendable () async throws -> Void] {
+        guard !orders.isEmpty else { return [] }
+        let parts = orders.map { LIFXLANSubmission(order: $0, outcome: LIFXOutcome(census)) }
+        guard let lan else {
+            for p in parts { p.outcome.fail("\(p.order.label) is not reachable on the LAN") }
+            return parts.map { p in { try await p.outcome.wait() } }
         }
-        await lan.submit(subs)
-        return subs.map { s in { try await lan.complete(s.serial, s.outcome) } }
+        await lan.submit(parts)
+        return parts.map { p in { try await lan.complete(p.order.serial, p.outcome) } }
     }
 
-    /// The cloud's requests of one command, queued in order in one call.
-    func enqueue(_ ops: [LIFXOp]) async -> [@Sendable () async throws -> Void] {
-        guard !ops.isEmpty else { return [] }
-        let outcomes = ops.map { _ in LIFXOutcome(census) }
-        if let cloud { await cloud.enqueue(Array(zip(ops, outcomes))) } else { for o in outcomes { o.fail("the LIFX cloud is not connected") } }
+    /// The plan's cloud requests, queued in order in one call.
+    func enqueue(_ orders: [LIFXCloudOrder]) async -> [@Sendable () async throws -> Void] {
+        guard !orders.isEmpty else { return [] }
+        let outcomes = orders.map { _ in LIFXOutcome(census) }
+        if let cloud { await cloud.enqueue(Array(zip(orders, outcomes))) } else { for o in outcomes { o.fail("the LIFX cloud is not connected") } }
         return outcomes.map { o in { try await o.wait() } }
-    }
-
-    func op(_ kind: LIFXOp.Kind, _ selector: String, _ lights: [String], _ label: String,
-            previous: [String: LIFXLight.Values] = [:]) -> LIFXOp {
-        var o = LIFXOp(kind: kind, selector: selector, lights: lights, previous: previous, label: label)
-        for id in lights { if let l = home.lights[id], !l.label.isEmpty { o.labels[id] = l.label } }
-        return o
-    }
-
-    /// A command for a LIFX Ceiling's uplight or downlight: its zones of the matrix (and the power), over the LAN.
-    func plan(_ command: DeviceCommand, _ part: LIFXCeilingPart, of serial: String) async throws -> [@Sendable () async throws -> Void] {
-        guard let l = home.lights[serial], l.caps.isCeiling, l.matrix != nil else {
-            throw AdapterError("the zones of this LIFX Ceiling are not read yet; try again in a moment")
-        }
-        guard lan != nil, home.onLAN(serial, now: clock.now()) else {
-            throw AdapterError("\(l.label)'s \(part.rawValue) is controlled over the LAN only, and the LAN does not reach it now")
-        }
-        let change = try LIFXCeiling.Change(command.fields, kelvinRange: l.caps.kelvinRange)
-        home.edit(serial) { LIFXCeiling.apply(change, to: part, of: &$0) }
-        var p = LIFXLANPart()
-        p.duration = command.fields["transition"]?.doubleValue ?? settings.defaultTransition
-        let waits = await submit([serial: p])
-        await publish([serial])
-        return waits
-    }
-
-    func activate(_ command: DeviceCommand) async throws -> @Sendable () async throws -> Void {
-        let uuid = String(command.deviceID.dropFirst("scene_".count))
-        guard let scene = home.scenes[uuid] else { throw AdapterError("LIFX scene is not known (refresh with bridge/request/devices/refresh)") }
-        let duration = try LIFXCommandPlanner.sceneActivation(command.fields, defaultTransition: settings.defaultTransition)
-        var previous: [String: LIFXLight.Values] = [:]
-        for st in scene.states {
-            let ids = home.lights(matching: st.selector)
-            for (id, v) in home.apply(to: ids, { $0.apply(st.set) }) where previous[id] == nil { previous[id] = v }
-        }
-        home.lastActivated[uuid] = Timestamp.rfc3339(Date())
-        let waits = await enqueue([op(.scene(uuid: uuid, duration: duration), "scene_id:\(uuid)", previous.keys.sorted(), scene.name, previous: previous)])
-        await publish(Set(previous.keys))
-        await publishScenes([uuid])
-        return waits[0]
     }
 
     // MARK: what the transports say
 
-    func take(_ e: LIFXLAN.Event) async {
+    func take(_ r: LIFXReport<LIFXLAN.Event>) async {
+        guard case .saw(let e) = r else { return await bridge(r, from: .lan) }
         let now = clock.now()
         switch e {
-        case .found(let serial, let facts, let reading):
-            await apply(home.lanFound(serial, facts: facts, reading: reading, now: now, wall: Date()))
+        case .found(let serial, let identity, let reading):
+            await apply(home.lanFound(serial, identity: identity, reading: reading, now: now, wall: Date()))
         case .read(let serial, let reading, let pending):
             await apply(home.lanRead(serial, reading, commandPending: pending, now: now, wall: Date()))
-        case .heard(let heard, let m):
-            if let m {
-                metrics.lan = m
-                await reportMetrics()
-            }
+        case .heard(let heard):
             await apply(home.lanHeard(heard, now: now))
         case .reverted(let serial, let reading):
             await apply(home.lanReverted(serial, to: reading))
         }
     }
 
-    func take(_ e: LIFXCloud.Event) async {
+    func take(_ r: LIFXReport<LIFXCloud.Event>) async {
+        guard case .saw(let e) = r else { return await bridge(r, from: .cloud) }
         let now = clock.now()
         switch e {
         case .listed(let lights, let scenes, let pending):
@@ -387,9 +291,19 @@ public actor LIFXAdapter: Adapter {
             var c = LIFXHome.Changes(touched: Set(revert.keys))
             for (id, ok) in reached.sorted(by: { $0.key < $1.key }) { c.formUnion(home.cloudReached(id, ok, now: now)) }
             await apply(c)
+        }
+    }
+
+    /// What either transport says of itself, passed on to the engine.
+    func bridge<Saw>(_ r: LIFXReport<Saw>, from transport: LIFXPresence.Transport) async {
+        switch r {
+        case .saw: break
         case .metrics(let m):
-            metrics.cloud = m
+            if transport == .lan { metrics.lan = m } else { metrics.cloud = m }
             await reportMetrics()
+        case .request(let error): await context?.recordRequest(error: error)
+        case .log(let level, let message): await context?.log(level, message)
+        case .status(let status): await context?.setStatus(status)
         }
     }
 
@@ -427,11 +341,4 @@ public actor LIFXAdapter: Adapter {
         m["outcomes"] = JSONValue(census.count)
         await context?.setMetrics(m)
     }
-}
-
-/// One light's part of a command for the LAN: the transition, a one-shot effect or clean cycle.
-struct LIFXLANPart {
-    var duration: Double?
-    var effect: LIFXEffect?
-    var clean: LIFXCleanRequest?
 }

@@ -8,7 +8,8 @@ import Glibc
 /// LIFX devices on one loopback UDP port, speaking the LAN protocol (docs/upstreams/lifx-lan.md): for the demo
 /// (`switchyard-sim demo`) and the benchmark's `lifx-lan` scenario. Its packets are read and written here
 /// from the protocol's layouts, independently of the bridge's codec, so that one cannot hide a mistake of
-/// the other. (The tests use a peer we did not write, lifx-emulator.) Every device answers discovery, Get,
+/// the other. (The integration tests use a peer we did not write,
+/// lifx-emulator.) In memory (`inMemory`, `answer`) it is the LAN of the unit tier, through the bridge's `LIFXLANTwin`. Every device answers discovery, Get,
 /// version, firmware, label, group, location; colour lights the Sets; strips zones (extended and legacy)
 /// and move; matrix lights morph/flame; a LIFX Ceiling (176, 177) its 8 × 8 zones (Get64, Set64; the uplight
 /// is the last zone) and, from firmware 4.4, the sky effect; IR and HEV lights their messages. Anything
@@ -117,8 +118,33 @@ public final class LIFXLANSimulator: Sendable {
         return sim
     }
 
+    /// The same devices with no socket: `answer` takes each datagram in memory (through the bridge's
+    /// `LIFXLANTwin` in the unit tier). `port` is the one its devices name in StateService.
+    public static func inMemory(devices: [Device], port: Int = 56700) -> LIFXLANSimulator {
+        let sim = LIFXLANSimulator(fd: -1, port: port, devices: devices)
+        sim.finished.store(true, ordering: .relaxed)
+        return sim
+    }
+
+    /// What the devices answer to one datagram (none to what is not a LIFX packet, or is lost under
+    /// `setLoss`), counted and recorded in `arrivals` as one read from the socket is.
+    public func answer(_ datagram: [UInt8]) -> [[UInt8]] {
+        let now = DispatchTime.now().uptimeNanoseconds
+        let d = datagram
+        guard d.count >= 36, Int(le16(d, 0)) == d.count, le16(d, 2) & 0x0FFF == 1024 else { return [] }
+        let type = le16(d, 32)
+        let dropped = type != 2 && Double.random(in: 0..<1) < lossRate.withLock { $0 }
+        arrivalsContinuation.yield(Arrival(type: type, nanos: now, dropped: dropped))
+        counts.withLock { $0[type, default: 0] += 1 }
+        return dropped ? [] : handle(d)
+    }
+
     public func stop() {
         guard !stopping.exchange(true, ordering: .relaxed) else { return }
+        guard fd >= 0 else {
+            arrivalsContinuation.finish()
+            return
+        }
         // The thread polls every 50 ms; give it the time to see `stopping` before the descriptor goes.
         for _ in 0..<40 where !finished.load(ordering: .relaxed) { usleep(10_000) }
         close(fd)
@@ -146,16 +172,8 @@ public final class LIFXLANSimulator: Sendable {
             let n = buf.withUnsafeMutableBytes { b in
                 withUnsafeMutablePointer(to: &from) { f in f.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, b.baseAddress, b.count, 0, $0, &len) } }
             }
-            let now = DispatchTime.now().uptimeNanoseconds
-            guard n >= 36 else { continue }
-            let d = Array(buf[0..<n])
-            guard Int(le16(d, 0)) == n, le16(d, 2) & 0x0FFF == 1024 else { continue }
-            let type = le16(d, 32)
-            let dropped = type != 2 && Double.random(in: 0..<1) < lossRate.withLock { $0 }
-            arrivalsContinuation.yield(Arrival(type: type, nanos: now, dropped: dropped))
-            counts.withLock { $0[type, default: 0] += 1 }
-            if dropped { continue }
-            for reply in handle(d) {
+            guard n > 0 else { continue }
+            for reply in answer(Array(buf[0..<n])) {
                 _ = reply.withUnsafeBytes { b in
                     withUnsafePointer(to: &from) { f in f.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, b.baseAddress, b.count, 0, $0, len) } }
                 }

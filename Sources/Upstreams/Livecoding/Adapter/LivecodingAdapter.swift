@@ -21,7 +21,7 @@ public actor LivecodingAdapter: Adapter {
 
     let settings: LivecodingSettings
     /// The client of the current run (opened and closed by `run`).
-    var http: HTTPClient?
+    var http: (any HTTPTransport)?
     let store: TokenStore
     let clock: any BridgeClock
     var context: AdapterContext?

@@ -29,7 +29,7 @@ public enum LivecodingAuthorization {
         }
     }
 
-    static func flow(settings: LivecodingSettings, state: String, listener: RedirectListener, http: HTTPClient, timeout: Double,
+    static func flow(settings: LivecodingSettings, state: String, listener: RedirectListener, http: any HTTPTransport, timeout: Double,
                      readStdin: Bool, say: @Sendable (String) -> Void) async throws(AdapterError) -> LivecodingTokens {
         let oauth = LivecodingOAuth(settings: settings, http: http)
         say("""

@@ -29,9 +29,9 @@ public struct LivecodingSettings: Sendable, Equatable {
 /// HTTP Basic. Every token answer replaces the stored tokens (refresh tokens rotate).
 public struct LivecodingOAuth: Sendable {
     let settings: LivecodingSettings
-    let http: HTTPClient
+    let http: any HTTPTransport
 
-    public init(settings: LivecodingSettings, http: HTTPClient) {
+    public init(settings: LivecodingSettings, http: any HTTPTransport) {
         self.settings = settings
         self.http = http
     }

@@ -150,3 +150,21 @@ public struct LIFXProduct: Sendable, Equatable {
         return Dictionary(entries, uniquingKeysWith: { a, _ in a })
     }()
 }
+
+extension LIFXProduct {
+    /// What a light of this product can do, in the model's terms.
+    var caps: LIFXCaps {
+        var c = LIFXCaps()
+        c.hasColor = hasColor
+        c.hasVariableColorTemp = minKelvin < maxKelvin
+        c.minKelvin = minKelvin
+        c.maxKelvin = maxKelvin
+        c.hasIR = infrared
+        c.hasMultizone = multizone
+        c.hasMatrix = matrix
+        c.hasHEV = hev
+        c.hasSky = sky
+        c.isCeiling = ceiling
+        return c
+    }
+}

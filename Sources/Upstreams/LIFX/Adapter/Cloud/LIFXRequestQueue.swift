@@ -1,25 +1,35 @@
 import SwitchyardCore
 
-/// One request to the LIFX cloud, queued or on the wire, with what it needs to answer its commands
-/// (their outcomes) and to undo its optimistic change (each light's previous values).
+/// One request to the LIFX cloud, queued or on the wire: the plan's order (what it changes, on which lights,
+/// their values before), the outcomes of the commands it answers, and how often it was tried.
 struct LIFXOp: Sendable {
-    enum Kind: Sendable, Equatable {
-        case set(LIFXSet)
-        case delta(LIFXDelta)
-        case effect(name: String, body: [String: JSONValue])
-        case scene(uuid: String, duration: Double)
-    }
-    var kind: Kind
-    var selector: String
-    var lights: [String]
-    var previous: [String: LIFXLight.Values] = [:]
+    typealias Kind = LIFXCloudOrder.Kind
+    var order: LIFXCloudOrder
     var outcomes: [LIFXOutcome] = []
-    var label: String
-    /// The lights' labels, for the message naming the ones the cloud did not reach.
-    var labels: [String: String] = [:]
     var attempts = 0
 
-    var isSet: Bool { if case .set = kind { return true }; return false }
+    init(_ order: LIFXCloudOrder) { self.order = order }
+
+    init(kind: Kind, selector: String, lights: [String], previous: [String: LIFXLight.Values] = [:], label: String) {
+        order = LIFXCloudOrder(kind: kind, selector: selector, lights: lights, previous: previous, label: label)
+    }
+
+    var kind: Kind {
+        get { order.kind }
+        set { order.kind = newValue }
+    }
+    var selector: String { order.selector }
+    var lights: [String] { order.lights }
+    var previous: [String: LIFXLight.Values] {
+        get { order.previous }
+        set { order.previous = newValue }
+    }
+    var label: String { order.label }
+    var labels: [String: String] {
+        get { order.labels }
+        set { order.labels = newValue }
+    }
+    var isSet: Bool { order.isSet }
 }
 
 /// The merging request queue and its pacing (docs/upstreams/lifx-cloud.md "Budget"). Pure: the adapter asks

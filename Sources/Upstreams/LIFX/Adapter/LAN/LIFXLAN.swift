@@ -7,20 +7,22 @@ import SwitchyardCore
 
 /// The LAN transport (`lifx.lan`, docs/upstreams/lifx-lan.md): one UDP socket, discovery, identification,
 /// polling, and commands to the devices on the local network. It owns what it knows of each device and
-/// the requests on the wire, and tells the adapter what it found through `report`; the adapter never
-/// reaches into it. Requests (matching, pacing, retries) are in LIFXLAN+Requests.swift, commands in
-/// LIFXLAN+Send.swift.
+/// the requests on the wire, and tells the router what it found through `report` (`LIFXReport`, as the
+/// cloud does); the router never reaches into it. Requests (matching, pacing, retries) are in
+/// LIFXLAN+Requests.swift, commands in LIFXLAN+Send.swift. Its socket comes from `network` for each run:
+/// the kernel's UDP (`LIFXUDPNetwork`), or `LIFXLANTwin` in the unit tier.
 actor LIFXLAN {
-    /// What the LAN tells the adapter.
-    enum Event: Sendable {
+    /// What the LAN saw of the lights.
+    enum Event: Sendable, Equatable {
         /// A new device identified, with its first reading.
-        case found(String, LIFXLANFacts, LIFXLANReading)
+        case found(String, LIFXIdentity, LIFXReading)
         /// A poll's reading; `commandPending`: a command is on its way, its optimistic values stay.
-        case read(String, LIFXLANReading, commandPending: Bool)
-        /// Devices heard since the last time (any answer), and the LAN's figures once a second.
-        case heard([String: MonotonicInstant], metrics: [String: JSONValue]?)
+        case read(String, LIFXReading, commandPending: Bool)
+        /// Devices heard since the last time (any answer), and when; at least once a second, empty when
+        /// nothing was (the model's availability follows time).
+        case heard([String: MonotonicInstant])
         /// A send failed and no newer command is on its way: the device's last reported state.
-        case reverted(String, LIFXLANReading)
+        case reverted(String, LIFXReading)
     }
 
     /// What a reload's new instance keeps of a device: where it answers and what it is.
@@ -33,9 +35,10 @@ actor LIFXLAN {
 
     let settings: LIFXLANSettings
     let clock: any BridgeClock
-    let report: @Sendable (Event) async -> Void
+    let network: any LIFXLANNetwork
+    let report: LIFXReporter<Event>
     /// The socket of the current run (opened and closed by `run`).
-    var socket: LIFXLANSocket?
+    var socket: (any LIFXLANSocket)?
     /// Signalled once the socket is open: a command's LAN part before it would find no socket.
     let opened = Latch()
     var requests = LIFXLANRequests()
@@ -47,9 +50,11 @@ actor LIFXLAN {
     /// Replies with values no device reports, dropped.
     var invalid = 0
 
-    init(settings: LIFXLANSettings, clock: any BridgeClock, seeds: [Seed], report: @escaping @Sendable (Event) async -> Void) {
+    init(settings: LIFXLANSettings, clock: any BridgeClock, network: any LIFXLANNetwork, seeds: [Seed],
+         report: @escaping LIFXReporter<Event>) {
         self.settings = settings
         self.clock = clock
+        self.network = network
         self.report = report
         let now = clock.now()
         for s in seeds {
@@ -69,7 +74,7 @@ actor LIFXLAN {
     /// Opens the socket and runs its reader, discovery and polling until cancelled; every command still
     /// waiting is then answered (the adapter stopped), and the socket closes.
     func run() async throws {
-        try await LIFXLANSocket.with(localPort: UInt16(settings.localPort)) { socket in
+        try await network.withSocket(localPort: UInt16(settings.localPort), isolation: #isolation) { socket in
             self.socket = socket
             opened.signal()
             defer {
@@ -126,11 +131,13 @@ actor LIFXLAN {
             // The figures are read with bridge/health: once a second is plenty.
             let metrics = now >= nextMetrics ? self.metrics : nil
             if metrics != nil { nextMetrics = now.adding(seconds: 1) }
+            // What was heard, at least once a second: time passing is news too (a silent device goes offline).
             if !heardSince.isEmpty || metrics != nil {
                 let heard = heardSince
                 heardSince = [:]
-                await report(.heard(heard, metrics: metrics))
+                await report(.saw(.heard(heard)))
             }
+            if let metrics { await report(.metrics(metrics)) }
             try? await clock.sleep(seconds: 0.25)
         }
     }
@@ -201,8 +208,9 @@ actor LIFXLAN {
         devices[serial]?.identified = true
         devices[serial]?.nextPoll = clock.now().adding(seconds: settings.pollInterval)
         heard(serial)
-        let facts = LIFXLANFacts(product: product, firmware: fw.map { "\($0.major).\($0.minor)" }, group: ref(group), location: ref(location))
-        await report(.found(serial, facts, reading))
+        let identity = LIFXIdentity(caps: product?.caps, model: product?.name, firmware: fw.map { "\($0.major).\($0.minor)" },
+                                    group: ref(group), location: ref(location))
+        await report(.saw(.found(serial, identity, reading)))
     }
 
     /// `devices/refresh`: every device read now, and a discovery round.
@@ -218,18 +226,18 @@ actor LIFXLAN {
             devices[serial]?.nextPoll = clock.now().adding(seconds: settings.pollInterval)
         }
         guard let r = await readState(serial), let d = devices[serial] else { return }
-        await report(.read(serial, r, commandPending: d.commandPending))
+        await report(.saw(.read(serial, r, commandPending: d.commandPending)))
     }
 
     /// The light, and per product its zones, the Ceiling's matrix, infrared level, clean cycle and
     /// firmware effect; nil when it did not answer. What was read becomes what the device is known to show
     /// (commands send only what differs). A reply with a value no device reports (kelvin outside
     /// 1000–12000 K, zones that contradict each other) is dropped and counted (`invalid`).
-    func readState(_ serial: String) async -> LIFXLANReading? {
+    func readState(_ serial: String) async -> LIFXReading? {
         guard let r = await ask(serial, LIFXLANMessage.lightGet, expect: LIFXLANMessage.lightState) else { return nil }
         guard let st = LIFXLANMessage.lightState(r.payload), st.color.plausible else { invalid += 1; return nil }
         guard let product = devices[serial]?.product else {
-            return LIFXLANReading(on: st.on, colour: LIFXZone(st.color), label: st.label)
+            return LIFXReading(on: st.on, colour: LIFXZone(st.color), label: st.label)
         }
         let zones = product.multizone ? await readZones(serial) : nil
         let matrix = product.ceiling ? await readMatrix(serial) : nil
@@ -257,7 +265,7 @@ actor LIFXLAN {
         if let zones { devices[serial]?.knownZones = zones }
         if let matrix { devices[serial]?.knownMatrix = matrix }
         if let infrared { devices[serial]?.knownInfrared = infrared }
-        var reading = LIFXLANReading(on: st.on, colour: LIFXZone(st.color), label: st.label, zones: zones, infrared: infrared,
+        var reading = LIFXReading(on: st.on, colour: LIFXZone(st.color), label: st.label, zones: zones, infrared: infrared,
                                      clean: clean, matrix: matrix)
         // The effect the light runs: a waveform the bridge started (until it ends), else what its firmware says.
         if let until = d.waveformUntil, clock.now() < until {
@@ -276,9 +284,9 @@ actor LIFXLAN {
     }
 
     /// What the device last reported, as a reading (for a revert after a failed send).
-    func lastReported(_ serial: String) -> LIFXLANReading? {
+    func lastReported(_ serial: String) -> LIFXReading? {
         guard let d = devices[serial], let k = d.known else { return nil }
-        return LIFXLANReading(on: k.on, colour: LIFXZone(k.color), label: "", zones: d.knownZones, infrared: d.knownInfrared,
+        return LIFXReading(on: k.on, colour: LIFXZone(k.color), label: "", zones: d.knownZones, infrared: d.knownInfrared,
                               matrix: d.knownMatrix)
     }
 
@@ -318,7 +326,7 @@ actor LIFXLAN {
 
     var metrics: [String: JSONValue] {
         var m = requests.metrics
-        m["dropped"] = JSONValue(socket?.dropped.load(ordering: .relaxed) ?? 0)
+        m["dropped"] = JSONValue(socket?.dropped ?? 0)
         m["devices"] = JSONValue(devices.values.filter(\.identified).count)
         m["invalid"] = JSONValue(invalid)
         return m

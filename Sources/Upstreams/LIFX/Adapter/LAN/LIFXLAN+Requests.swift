@@ -90,7 +90,7 @@ struct LIFXLANRequest: Sendable {
 
 extension LIFXLAN {
     /// Reads the socket until it closes: matches replies to requests, takes discovery answers in.
-    func receive(_ datagrams: AsyncStream<LIFXLANSocket.Datagram>) async {
+    func receive(_ datagrams: AsyncStream<LIFXLANDatagram>) async {
         for await d in datagrams {
             requests.counts.received += 1
             guard let p = LIFXLANPacket.decode(d.bytes) else { requests.counts.malformed += 1; continue }

@@ -5,18 +5,21 @@ import Foundation
 #endif
 import SwitchyardCore
 
-/// What the LAN learnt about a device when it identified it.
-struct LIFXLANFacts: Sendable, Equatable {
-    var product: LIFXProduct?
-    /// "3.70", as StateHostFirmware gave it.
+/// What a transport learnt about a light when it identified it (the LAN does, from the device): what the
+/// light can do and its model (nil when the product is not known), its firmware, and the group and location
+/// the device stores.
+struct LIFXIdentity: Sendable, Equatable {
+    var caps: LIFXCaps?
+    var model: String?
+    /// "3.70".
     var firmware: String?
     /// Group and location as the device stores them (16-byte id in hex, label, `updated_at`); nil without a label.
     var group: LIFXRef?
     var location: LIFXRef?
 }
 
-/// A LAN light's state as one poll read it, in the user's units.
-struct LIFXLANReading: Sendable, Equatable {
+/// A light's state as a transport read it from the device (a LAN poll), in the user's units.
+struct LIFXReading: Sendable, Equatable {
     var on: Bool
     var colour: LIFXZone
     var label: String
@@ -25,16 +28,19 @@ struct LIFXLANReading: Sendable, Equatable {
     var clean: LIFXClean?
     /// A LIFX Ceiling's 64 zones (63 downlight, the last the uplight).
     var matrix: [LIFXZone]?
-    /// The effect the light runs as far as the LAN can tell; nil leaves the light's as it is (a waveform the
+    /// The effect the light runs as far as the device can tell; nil leaves the light's as it is (a waveform the
     /// bridge started is still running, or a command is on its way).
     var effect: String?
 }
 
 /// The LIFX home as the bridge knows it: every light, which transport sees it (`presence`), the groups and
 /// locations the lights form, and the scenes. A value with no actor, no I/O and no clock of its own: the
-/// adapter hands it what each transport saw and when, asks it what changed, and publishes that. Groups and
-/// locations are keyed by id, which is the same 16 bytes on both transports (the cloud writes them as 32 hex
-/// digits), so a group both transports name is one group; its name is the one the device with the newest
+/// router hands it what each transport saw and when and publishes what it says changed, and asks it to
+/// `plan` each command (LIFXPlan.swift: which transport gets what, and the lights as the command leaves
+/// them). It knows no transport's types: the LAN and the cloud turn what they read into `LIFXIdentity`,
+/// `LIFXReading` and `LIFXLight`, and carry out `LIFXLANOrder`s and `LIFXCloudOrder`s. Groups and locations
+/// are keyed by id, which is the same 16 bytes on both transports (the cloud writes them as 32 hex digits),
+/// so a group both transports name is one group; its name is the one the device with the newest
 /// `updated_at` stores (LIFX's rule), the cloud's where no device on the LAN said.
 struct LIFXHome: Sendable {
     /// What changed, for the adapter to publish: the device list (a light or group appeared, went, or
@@ -154,21 +160,12 @@ struct LIFXHome: Sendable {
         return Changes(touched: settle(now: now))
     }
 
-    /// The LAN identified a light (its product, firmware, group and location) and read its state.
-    mutating func lanFound(_ serial: String, facts: LIFXLANFacts, reading: LIFXLANReading, now: MonotonicInstant, wall: Date) -> Changes {
+    /// The LAN identified a light (what it can do, its firmware, group and location) and read its state.
+    mutating func lanFound(_ serial: String, identity facts: LIFXIdentity, reading: LIFXReading, now: MonotonicInstant, wall: Date) -> Changes {
         var l = lights[serial] ?? LIFXLight(id: serial)
-        if let p = facts.product {
-            l.caps.hasColor = p.hasColor
-            l.caps.hasVariableColorTemp = p.minKelvin < p.maxKelvin
-            l.caps.minKelvin = p.minKelvin
-            l.caps.maxKelvin = p.maxKelvin
-            l.caps.hasIR = p.infrared
-            l.caps.hasMultizone = p.multizone
-            l.caps.hasMatrix = p.matrix
-            l.caps.hasHEV = p.hev
-            l.caps.hasSky = p.sky
-            l.caps.isCeiling = p.ceiling
-            if l.model == nil || !lanKnown.contains(serial) { l.model = p.name }
+        if let caps = facts.caps {
+            l.caps = caps
+            if l.model == nil || !lanKnown.contains(serial) { l.model = facts.model }
         }
         if let fw = facts.firmware { l.firmware = fw }
         if let g = facts.group { l.group = g }
@@ -184,7 +181,7 @@ struct LIFXHome: Sendable {
     /// A poll's reading. While a command is on its way (`commandPending`) the light keeps its optimistic
     /// values; the rest (label, effect, `last_seen`) is taken. `last_seen` moves along with another change,
     /// or hourly, so a steady light publishes nothing.
-    mutating func lanRead(_ serial: String, _ r: LIFXLANReading, commandPending: Bool, now: MonotonicInstant, wall: Date) -> Changes {
+    mutating func lanRead(_ serial: String, _ r: LIFXReading, commandPending: Bool, now: MonotonicInstant, wall: Date) -> Changes {
         guard var l = lights[serial] else { return Changes() }
         presence.lanHeard(serial, at: now)
         let before = l
@@ -214,7 +211,7 @@ struct LIFXHome: Sendable {
 
     /// A send over the LAN failed and no newer command is on its way: the light shows again what the device
     /// last reported.
-    mutating func lanReverted(_ serial: String, to r: LIFXLANReading) -> Changes {
+    mutating func lanReverted(_ serial: String, to r: LIFXReading) -> Changes {
         guard var l = lights[serial] else { return Changes() }
         l.takeReported(on: r.on, colour: r.colour)
         if let z = r.zones, l.zones != nil { l.zones = z }
@@ -251,27 +248,14 @@ struct LIFXHome: Sendable {
 
     // MARK: commands (optimistic)
 
-    /// Changes a light in place (a command's optimistic change); false when it is not known.
-    @discardableResult
-    mutating func edit(_ id: String, _ change: (inout LIFXLight) -> Void) -> Bool {
-        guard var l = lights[id] else { return false }
-        change(&l)
-        lights[id] = l
-        return true
-    }
-
-    /// Applies a change to lights now; returns their previous values (for a revert).
-    mutating func apply(to ids: [String], _ change: (inout LIFXLight) -> Void) -> [String: LIFXLight.Values] {
-        var previous: [String: LIFXLight.Values] = [:]
-        for id in ids where lights[id] != nil {
-            previous[id] = lights[id]!.values
-            edit(id, change)
-        }
-        return previous
+    /// Takes a command's plan in (LIFXPlan.swift): the lights as it leaves them, the scenes it activated.
+    mutating func take(_ plan: LIFXPlan) {
+        for (id, l) in plan.lights where lights[id] != nil { lights[id] = l }
+        for (uuid, at) in plan.activated { lastActivated[uuid] = at }
     }
 
     /// Restores lights to their own previous values, then re-applies the changes still on their way to them.
-    mutating func revert(_ previous: [String: LIFXLight.Values], reapplying queued: [LIFXOp]) {
+    mutating func revert(_ previous: [String: LIFXLight.Values], reapplying queued: [LIFXCloudOrder]) {
         for (id, v) in previous { lights[id]?.values = v }
         for op in queued {
             for id in op.lights where previous[id] != nil {

@@ -1,41 +1,8 @@
 import SwitchyardCore
 
-extension LIFXLANMessage.HSBK {
-    /// This colour with what a colour change names replaced, as a zone takes it (kelvin alone means white).
-    func applying(_ c: LIFXColorChange) -> LIFXLANMessage.HSBK {
-        var z = LIFXZone(self)
-        z.apply(c, brightness: nil, kelvinRange: 1500...9000)
-        return z.hsbk
-    }
-}
-
-/// What a LAN light is to show, from its (optimistic) state: colours as the device takes them (saturation
-/// 0 on white-only lights). The transport sends only what differs from what the device last reported.
-struct LIFXLANWant: Sendable, Equatable {
-    var on: Bool
-    var colour: LIFXZone
-    /// A multizone light's zones, once read.
-    var zones: [LIFXZone]?
-    var infrared: Int?
-    /// A LIFX Ceiling's 64 zones, once read.
-    var matrix: [LIFXZone]?
-}
-
-/// A clean cycle to start (for `seconds`, 0 = the device's default) or to stop.
-struct LIFXCleanRequest: Sendable, Equatable {
-    var on: Bool
-    var seconds: Int
-}
-
-/// One command's part for one LAN light: the state it leaves the light in, with a one-shot effect or
-/// clean cycle, and the outcome the command waits for.
+/// One command's part for one LAN light (the plan's order) with the outcome the command waits for.
 struct LIFXLANSubmission: Sendable {
-    var serial: String
-    var label: String
-    var want: LIFXLANWant
-    var duration: Double
-    var effect: LIFXEffect?
-    var clean: LIFXCleanRequest?
+    var order: LIFXLANOrder
     var outcome: LIFXOutcome
 }
 
@@ -87,9 +54,10 @@ extension LIFXLAN {
     /// datagram leaves now when the device's pace allows it, before anyone waits for the outcome. A part for
     /// a device the LAN does not know fails at once.
     func submit(_ parts: [LIFXLANSubmission]) {
-        for p in parts {
+        for part in parts {
+            let p = part.order
             guard devices[p.serial]?.identified == true, socket != nil else {
-                p.outcome.fail("\(p.label) is not reachable on the LAN")
+                part.outcome.fail("\(p.label) is not reachable on the LAN")
                 continue
             }
             devices[p.serial]!.send.want = p.want
@@ -97,7 +65,7 @@ extension LIFXLAN {
             devices[p.serial]!.send.duration = p.duration
             if let e = p.effect { devices[p.serial]!.send.effect = e }
             if let c = p.clean { devices[p.serial]!.send.clean = c }
-            devices[p.serial]!.send.next.append(p.outcome)
+            devices[p.serial]!.send.next.append(part.outcome)
             if devices[p.serial]!.send.round == nil { beginRound(p.serial) }
         }
     }
@@ -159,7 +127,7 @@ extension LIFXLAN {
             ok = await run(step, serial: serial, started: i == 0 ? round.started : nil)
             if !ok { break }
         }
-        if !ok, devices[serial]?.send.want == nil, let r = lastReported(serial) { await report(.reverted(serial, r)) }
+        if !ok, devices[serial]?.send.want == nil, let r = lastReported(serial) { await report(.saw(.reverted(serial, r))) }
         for o in round.outcomes {
             if ok { o.succeed() } else { o.fail("\(round.label) did not answer over the LAN (timeout)") }
         }

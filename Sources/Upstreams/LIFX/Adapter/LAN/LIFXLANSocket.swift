@@ -56,30 +56,63 @@ public struct LIFXLANEndpoint: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+/// A datagram the LAN transport's socket received, and where from.
+public struct LIFXLANDatagram: Sendable {
+    public var bytes: [UInt8]
+    public var from: LIFXLANEndpoint
+    public init(bytes: [UInt8], from: LIFXLANEndpoint) {
+        self.bytes = bytes
+        self.from = from
+    }
+}
+
+/// The LAN transport's socket as the transport uses it: datagrams out to an endpoint, the datagrams that
+/// arrive as a stream (bounded: past the bound they are dropped and counted). `LIFXUDPSocket` is the
+/// kernel's; `LIFXLANTwin` is an in-memory one, for the unit tier.
+public protocol LIFXLANSocket: Sendable {
+    var datagrams: AsyncStream<LIFXLANDatagram> { get }
+    /// Sends one datagram now (it never blocks); false when it did not go.
+    @discardableResult func send(_ bytes: [UInt8], to e: LIFXLANEndpoint) -> Bool
+    /// Datagrams that arrived while too many were waiting to be read, and were dropped.
+    var dropped: Int { get }
+}
+
+/// Where the LAN transport's run gets its socket: it exists only inside `withSocket`, opened there and closed
+/// (its reader ended, its stream finished) when that returns.
+public protocol LIFXLANNetwork: Sendable {
+    /// Runs `body` with a socket bound to `localPort` (0: any). `isolation` is the caller's (`#isolation`).
+    func withSocket<R>(localPort: UInt16, isolation: isolated (any Actor)?,
+                       _ body: (any LIFXLANSocket) async throws -> R) async throws -> R
+}
+
+/// The bridge's LAN: a UDP socket of the kernel's (`LIFXUDPSocket`) for each run.
+public struct LIFXUDPNetwork: LIFXLANNetwork {
+    public init() {}
+    public func withSocket<R>(localPort: UInt16, isolation: isolated (any Actor)?,
+                              _ body: (any LIFXLANSocket) async throws -> R) async throws -> R {
+        try await LIFXUDPSocket.with(localPort: localPort, isolation: isolation) { try await body($0) }
+    }
+}
+
 /// The LAN transport's one UDP socket and the thread that reads it. Lives inside `with { }`: the socket
 /// opens and the thread starts there, and both are gone when it returns. Datagrams are at most 1 500
 /// bytes, and at most 1 024 wait for the client (past that they are dropped and counted): a flood of
 /// packets costs bounded memory.
-final class LIFXLANSocket: Sendable {
-    struct Datagram: Sendable {
-        var bytes: [UInt8]
-        var from: LIFXLANEndpoint
-    }
-
+final class LIFXUDPSocket: LIFXLANSocket {
     let fd: Int32
-    let datagrams: AsyncStream<Datagram>
-    let continuation: AsyncStream<Datagram>.Continuation
+    let datagrams: AsyncStream<LIFXLANDatagram>
+    let continuation: AsyncStream<LIFXLANDatagram>.Continuation
     let stopping = Atomic<Bool>(false)
     let ended = Latch()
-    let dropped = Atomic<Int>(0)
+    let droppedCount = Atomic<Int>(0)
 
     private init(fd: Int32) {
         self.fd = fd
-        (datagrams, continuation) = AsyncStream.makeStream(of: Datagram.self, bufferingPolicy: .bufferingOldest(1024))
+        (datagrams, continuation) = AsyncStream.makeStream(of: LIFXLANDatagram.self, bufferingPolicy: .bufferingOldest(1024))
     }
 
     static func with<R>(localPort: UInt16, isolation: isolated (any Actor)? = #isolation,
-                        _ body: (LIFXLANSocket) async throws -> R) async throws -> R {
+                        _ body: (LIFXUDPSocket) async throws -> R) async throws -> R {
         let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw AdapterError("LIFX LAN: cannot open a UDP socket: \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
@@ -94,7 +127,7 @@ final class LIFXLANSocket: Sendable {
             close(fd)
             throw AdapterError("LIFX LAN: cannot bind UDP port \(localPort): \(why)")
         }
-        let s = LIFXLANSocket(fd: fd)
+        let s = LIFXUDPSocket(fd: fd)
         OSThread.start("lifx-lan") { s.readLoop() }
         return try await withTeardown { try await body(s) } teardown: {
             s.stopping.store(true, ordering: .relaxed)
@@ -120,10 +153,12 @@ final class LIFXLANSocket: Sendable {
                 }
             }
             if n <= 0 { continue }
-            let d = Datagram(bytes: Array(buf[0..<n]), from: LIFXLANEndpoint(host: from.sin_addr.s_addr, port: UInt16(bigEndian: from.sin_port)))
-            if case .dropped = continuation.yield(d) { dropped.add(1, ordering: .relaxed) }
+            let d = LIFXLANDatagram(bytes: Array(buf[0..<n]), from: LIFXLANEndpoint(host: from.sin_addr.s_addr, port: UInt16(bigEndian: from.sin_port)))
+            if case .dropped = continuation.yield(d) { droppedCount.add(1, ordering: .relaxed) }
         }
     }
+
+    var dropped: Int { droppedCount.load(ordering: .relaxed) }
 
     @discardableResult
     func send(_ bytes: [UInt8], to e: LIFXLANEndpoint) -> Bool {

@@ -12,13 +12,8 @@ struct LIFXZone: Sendable, Equatable {
         self.hue = hue; self.saturation = saturation; self.brightness = brightness; self.kelvin = kelvin
     }
 
-    init(_ c: LIFXLANMessage.HSBK) {
-        self.init(hue: c.degrees, saturation: c.saturationPercent, brightness: c.brightnessPercent, kelvin: Int(c.kelvin))
-    }
-
-    var hsbk: LIFXLANMessage.HSBK {
-        LIFXLANMessage.HSBK(degrees: hue, saturationPercent: saturation, brightnessPercent: brightness, kelvin: kelvin)
-    }
+    /// The most zones the bridge takes from a light (every product has far fewer: 120 at most).
+    static let maxCount = 512
 
     /// The same change a whole-light command makes, on this zone (kelvin alone means white, as on the light).
     mutating func apply(_ c: LIFXColorChange, brightness b: Double?, kelvinRange: ClosedRange<Int>) {
@@ -27,46 +22,6 @@ struct LIFXZone: Sendable, Equatable {
         if let s = c.saturation { saturation = LIFXLight.percent(s) }
         if let b = b ?? c.brightness { brightness = LIFXLight.percent(b) }
     }
-}
-
-/// Reassembles a device's zones from the replies to one read: StateZone, StateMultiZone or
-/// ExtendedStateMultiZone, in any order, over as many packets as the zone count needs (a reply may repeat
-/// zones another already gave). A reply that names another zone count than the first, or carries a colour no
-/// device reports, makes the read invalid: nothing of it is used.
-public struct LIFXZoneAssembler: Sendable {
-    public private(set) var count: Int?
-    private(set) var zones: [LIFXLANMessage.HSBK?] = []
-    private(set) var filled = 0
-    public private(set) var invalid = false
-
-    public init() {}
-
-    /// The replies to one read, taken in the order given.
-    init(_ packets: [LIFXLANPacket]) {
-        for p in packets { add(p) }
-    }
-
-    /// Takes one reply; false when it is not a zone reply or contradicts the ones before.
-    @discardableResult
-    public mutating func add(_ packet: LIFXLANPacket) -> Bool {
-        guard !invalid else { return false }
-        guard let chunk = LIFXLANMessage.zoneChunk(packet), chunk.colors.allSatisfy(\.plausible) else { invalid = true; return false }
-        if count == nil {
-            count = chunk.count
-            zones = Array(repeating: nil, count: chunk.count)
-        }
-        guard chunk.count == count else { invalid = true; return false }
-        for (i, c) in chunk.colors.enumerated() {
-            if zones[chunk.index + i] == nil { filled += 1 }
-            zones[chunk.index + i] = c
-        }
-        return true
-    }
-
-    public var isComplete: Bool { !invalid && count != nil && filled == count }
-
-    /// Every zone, once all have arrived.
-    public var complete: [LIFXLANMessage.HSBK]? { isComplete ? zones.compactMap { $0 } : nil }
 }
 
 extension LIFXLight {

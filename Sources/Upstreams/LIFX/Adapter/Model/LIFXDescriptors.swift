@@ -68,10 +68,10 @@ enum LIFXDescriptors {
 
     /// A strip's zone segments: `[{"start": 0, "end": 9, "color": {"h": 240, "s": 100}, "brightness": 50}]`.
     static let zonesCapability = Capability("zones", .list(Capability("zone", .object([
-        Capability("start", .integer(min: 0, max: LIFXLANMessage.maxZones - 1), writable: true),
-        Capability("end", .integer(min: 0, max: LIFXLANMessage.maxZones - 1), writable: true),
+        Capability("start", .integer(min: 0, max: LIFXZone.maxCount - 1), writable: true),
+        Capability("end", .integer(min: 0, max: LIFXZone.maxCount - 1), writable: true),
         .color(acceptsText: true), .brightness(), .colorTemp(),
-    ], acceptsText: false), writable: true), maxCount: LIFXLANMessage.maxZones), writable: true, role: .hidden)
+    ], acceptsText: false), writable: true), maxCount: LIFXZone.maxCount), writable: true, role: .hidden)
 
     static func light(_ l: LIFXLight, _ settings: LIFXSettings) -> DeviceDescriptor {
         var caps = lightCapabilities(color: l.caps.hasColor, colorTemp: l.caps.hasVariableColorTemp,
@@ -84,7 +84,7 @@ enum LIFXDescriptors {
         // What only the LAN path drives: a strip's zones, the infrared LEDs, a Clean's HEV cycle.
         if l.via == "lan" {
             if l.caps.hasMultizone {
-                caps += [zonesCapability, Capability("zone_count", .integer(min: 0, max: LIFXLANMessage.maxZones), role: .hidden)]
+                caps += [zonesCapability, Capability("zone_count", .integer(min: 0, max: LIFXZone.maxCount), role: .hidden)]
             }
             if l.caps.hasIR {
                 caps.append(Capability("infrared", .integer(min: 0, max: 100), unit: "%", writable: true, entityName: "Infrared"))

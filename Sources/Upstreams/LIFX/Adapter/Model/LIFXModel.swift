@@ -81,45 +81,6 @@ struct LIFXLight: Sendable, Equatable {
     static func percent(_ v: Double) -> Int { Int((v * 100).rounded()) }
     static func degrees(_ v: Double) -> Int { Int(v.rounded()) % 360 }
 
-    /// Parses one element of `GET /lights/:selector` (docs/upstreams/lifx-cloud.md §1.4); nil without an id.
-    static func parse(_ j: JSONValue) -> LIFXLight? {
-        guard case .string(let id) = j["id"], !id.isEmpty else { return nil }
-        var l = LIFXLight(id: id)
-        if case .string(let s) = j["label"] { l.label = s }
-        if case .bool(let b) = j["connected"] { l.connected = b }
-        if case .string(let p) = j["power"] { l.on = p == "on" }
-        if let b = j["brightness"]?.doubleValue { l.brightness = percent(b) }
-        if let c = j["color"] {
-            if let h = c["hue"]?.doubleValue { l.hue = degrees(h) }
-            if let s = c["saturation"]?.doubleValue { l.saturation = percent(s) }
-            if let k = c["kelvin"]?.doubleValue { l.kelvin = Int(k.rounded()) }
-        }
-        l.group = ref(j["group"])
-        l.location = ref(j["location"])
-        if case .string(let e) = j["effect"] { l.effect = e.lowercased() }
-        if case .string(let s) = j["last_seen"] { l.lastSeen = s }
-        if let p = j["product"] {
-            if case .string(let n) = p["name"] { l.model = n }
-            if let c = p["capabilities"] {
-                if case .bool(let v) = c["has_color"] { l.caps.hasColor = v }
-                if case .bool(let v) = c["has_variable_color_temp"] { l.caps.hasVariableColorTemp = v }
-                if case .bool(let v) = c["has_ir"] { l.caps.hasIR = v }
-                if case .bool(let v) = c["has_multizone"] { l.caps.hasMultizone = v }
-                if case .bool(let v) = c["has_matrix"] { l.caps.hasMatrix = v }
-                if let v = c["min_kelvin"]?.doubleValue { l.caps.minKelvin = Int(v) }
-                if let v = c["max_kelvin"]?.doubleValue { l.caps.maxKelvin = Int(v) }
-            }
-        }
-        return l
-    }
-
-    static func ref(_ j: JSONValue?) -> LIFXRef? {
-        guard let j, case .string(let id) = j["id"] else { return nil }
-        var name = id
-        if case .string(let n) = j["name"] { name = n }
-        return LIFXRef(id: id.lowercased(), name: name)
-    }
-
     var colorMode: String { saturation == 0 ? "color_temp" : "hs" }
 
     /// The retained state (docs/topics.md "Devices").
@@ -193,7 +154,8 @@ struct LIFXClean: Sendable, Equatable {
     var lastResult: String?
 }
 
-/// An absolute change for one selector: a `PUT /lights/:selector/state` body or one `states[]` entry.
+/// An absolute change, in wire units: what a command sets (the cloud sends it as a `PUT /lights/:selector/state`
+/// body or one `states[]` entry, LIFXCloudAPI.swift).
 struct LIFXSet: Sendable, Equatable {
     var power: Bool?
     var color = LIFXColorChange()
@@ -211,17 +173,9 @@ struct LIFXSet: Sendable, Equatable {
         out.duration = newer.duration
         return out
     }
-
-    var body: [String: JSONValue] {
-        var o: [String: JSONValue] = ["duration": .number(duration)]
-        if let p = power { o["power"] = p ? "on" : "off" }
-        if let c = color.wireString { o["color"] = .string(c) }
-        if let b = brightness ?? color.brightness { o["brightness"] = .number((b * 10_000).rounded() / 10_000) }
-        return o
-    }
 }
 
-/// A relative change for `POST /lights/:selector/state/delta` (group `brightness_step`, `color_temp_step`).
+/// A relative change (a group's `brightness_step`, `color_temp_step`): the cloud's `state/delta`.
 struct LIFXDelta: Sendable, Equatable {
     var power: Bool?
     var brightness: Double?
@@ -236,14 +190,6 @@ struct LIFXDelta: Sendable, Equatable {
         out.duration = newer.duration
         return out
     }
-
-    var body: [String: JSONValue] {
-        var o: [String: JSONValue] = ["duration": .number(duration)]
-        if let p = power { o["power"] = p ? "on" : "off" }
-        if let b = brightness { o["brightness"] = .number((b * 10_000).rounded() / 10_000) }
-        if let k = kelvin { o["kelvin"] = JSONValue(k) }
-        return o
-    }
 }
 
 /// A scene from `GET /scenes` (docs/upstreams/lifx-cloud.md §1.10).
@@ -255,26 +201,6 @@ struct LIFXScene: Sendable, Equatable {
     var uuid: String
     var name: String
     var states: [State]
-
-    static func parse(_ j: JSONValue) -> LIFXScene? {
-        guard case .string(let uuid) = j["uuid"] else { return nil }
-        var name = uuid
-        if case .string(let n) = j["name"] { name = n }
-        var states: [State] = []
-        for s in j["states"]?.arrayValue ?? [] {
-            guard case .string(let sel) = s["selector"] else { continue }
-            var set = LIFXSet(duration: 0)
-            if case .string(let p) = s["power"] { set.power = p == "on" }
-            if let b = s["brightness"]?.doubleValue { set.brightness = b }
-            if let c = s["color"] {
-                set.color.kelvin = c["kelvin"]?.doubleValue.map { Int($0.rounded()) }
-                set.color.hue = c["hue"]?.doubleValue
-                set.color.saturation = c["saturation"]?.doubleValue
-            }
-            states.append(State(selector: sel, set: set))
-        }
-        return LIFXScene(uuid: uuid, name: name, states: states)
-    }
 }
 
 /// Group and location state (docs/topics.md "LIFX"; docs/upstreams/lifx-cloud.md §2.3 with its bug fixed): ON if any connected member is

@@ -7,12 +7,13 @@ struct LIFXTarget: Sendable, Equatable {
     var label: String
 }
 
-/// Turns a validated command into the cloud requests it needs (docs/upstreams/lifx-cloud.md "Commands"),
-/// from the target's lights as they are now. Pure: no queue, no network, no publishing.
+/// Reads a validated command's fields into the changes it makes (an absolute set, a relative change, an
+/// effect: the kinds of the cloud's requests, docs/upstreams/lifx-cloud.md "Commands"), from the target's lights
+/// as they are now. Pure: `LIFXHome.plan` (LIFXPlan.swift) decides from these which transport carries what.
 enum LIFXCommandPlanner {
     struct Plan: Equatable {
         /// In the order they are queued: an absolute set, a relative change, an effect.
-        var kinds: [LIFXOp.Kind] = []
+        var kinds: [LIFXCloudOrder.Kind] = []
         /// What the user should know that did not stop the command (a clamped colour temperature).
         var notes: [String] = []
         /// The effect, read: the LAN path sends it as a waveform or a firmware effect.

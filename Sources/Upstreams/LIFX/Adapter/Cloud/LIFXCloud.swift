@@ -10,10 +10,13 @@ import SwitchyardCore
 import SwitchyardHTTP
 
 /// The cloud transport (the LIFX HTTP API, docs/upstreams/lifx-cloud.md): the HTTP client, the rate budget,
-/// the merging request queue and the listings. Commands come in as requests (`enqueue`), each carrying the
-/// outcomes its commands wait for; `LIFXRequestQueue` merges and paces them, `LIFXCloudAPI` shapes them.
-/// What the cloud says about lights goes to the adapter through `report`: it never reaches into the adapter.
+/// the merging request queue and the listings. Commands come in as the plan's orders (`enqueue`), each with
+/// the outcome its command waits for; `LIFXRequestQueue` merges and paces them, `LIFXCloudAPI` shapes them.
+/// What the cloud says goes to the router through `report` (`LIFXReport`, as the LAN does): it never reaches
+/// into the router or the engine. Its client comes from `connector` for each run: libcurl's (`CurlConnector`),
+/// or `HTTPTwin` in the unit tier.
 actor LIFXCloud {
+    /// What the cloud saw of the lights.
     enum Event: Sendable {
         /// A complete listing; `pending`: lights a queued or in-flight request is changing.
         case listed([LIFXLight], scenes: [LIFXScene]?, pending: Set<String>)
@@ -21,16 +24,15 @@ actor LIFXCloud {
         case listingFailed(consecutive: Int)
         /// An action was answered or failed: the lights the cloud reached or not, and the optimistic values to
         /// restore (lights it did not reach, or every light of a failed request), re-applying what is still queued.
-        case answered(reached: [String: Bool], revert: [String: LIFXLight.Values], queued: [LIFXOp])
-        case metrics([String: JSONValue])
+        case answered(reached: [String: Bool], revert: [String: LIFXLight.Values], queued: [LIFXCloudOrder])
     }
 
     let settings: LIFXSettings
     let clock: any BridgeClock
-    let context: AdapterContext
-    let report: @Sendable (Event) async -> Void
+    let connector: any HTTPConnector
+    let report: LIFXReporter<Event>
     /// The client of the current run (opened and closed by `run`).
-    var http: HTTPClient?
+    var http: (any HTTPTransport)?
     var queue: LIFXRequestQueue
     var budget = RateBudget()
     var nextPoll = MonotonicInstant.distantPast
@@ -44,17 +46,17 @@ actor LIFXCloud {
     /// Signalled once the client is open (`running`).
     let opened = Latch()
 
-    init(settings: LIFXSettings, clock: any BridgeClock, context: AdapterContext, report: @escaping @Sendable (Event) async -> Void) {
+    init(settings: LIFXSettings, clock: any BridgeClock, connector: any HTTPConnector, report: @escaping LIFXReporter<Event>) {
         self.settings = settings
         self.clock = clock
-        self.context = context
+        self.connector = connector
         self.report = report
         queue = LIFXRequestQueue(minInterval: settings.minInterval, retryDelay: settings.retryDelay)
     }
 
     /// Sends what is queued and lists the lights until cancelled; requests still queued are then answered.
     func run() async throws {
-        try await HTTPClient.withClient(options: .init(userAgent: "switchyard", verifyTLS: settings.verifyTLS)) { http in
+        try await connector.withClient(options: .init(userAgent: "switchyard", verifyTLS: settings.verifyTLS), isolation: #isolation) { http in
             self.http = http
             opened.signal()
             defer {
@@ -67,10 +69,10 @@ actor LIFXCloud {
 
     var running: Bool { http != nil }
 
-    /// Queues requests, in order; each outcome is answered when the cloud has answered its request.
-    func enqueue(_ ops: [(LIFXOp, LIFXOutcome)]) {
-        for (op, outcome) in ops {
-            if running { queue.enqueue(op, outcome) } else { outcome.fail("the LIFX cloud is not connected") }
+    /// Queues the plan's requests, in order; each outcome is answered when the cloud has answered its request.
+    func enqueue(_ orders: [(LIFXCloudOrder, LIFXOutcome)]) {
+        for (order, outcome) in orders {
+            if running { queue.enqueue(LIFXOp(order), outcome) } else { outcome.fail("the LIFX cloud is not connected") }
         }
         wakeUp?.signal()
     }
@@ -145,11 +147,11 @@ actor LIFXCloud {
             let r = try await http.send(request)
             budget.update(headers: r.headers, now: clock.now(), wallNow: Date())
             let ok = (200..<300).contains(r.status)
-            await context.recordRequest(error: ok ? nil : "\(method) \(path): HTTP \(r.status)")
+            await report(.request(error: ok ? nil : "\(method) \(path): HTTP \(r.status)"))
             return CallResult(status: r.status, headers: r.headers, json: r.body.isEmpty ? nil : try? JSONValue.parse(r.body))
         } catch {
             let message = "LIFX cloud unreachable: \(error)"
-            await context.recordRequest(error: message)
+            await report(.request(error: message))
             throw AdapterError(message)
         }
     }
@@ -175,13 +177,13 @@ actor LIFXCloud {
         case 429:
             budget.exhausted(headers: r.headers, now: clock.now(), wallNow: Date())
             let wait = max(0, ((budget.resetAt ?? clock.now()) - clock.now()).seconds)
-            await context.log(.warning, "LIFX rate limit reached (HTTP 429); waiting \(Int(wait.rounded(.up))) s for the reset, then sending again")
+            await report(.log(.warning, "LIFX rate limit reached (HTTP 429); waiting \(Int(wait.rounded(.up))) s for the reset, then sending again"))
             queue.requeue(batch)
         case 500...599:
             await failOrRetry(batch, "LIFX cloud error (HTTP \(r.status))")
         default:
             if r.status == 401 || r.status == 403 {
-                await context.setStatus(.error(describe(r, selector: batch[0].selector)))
+                await report(.status(.error(describe(r, selector: batch[0].selector))))
             }
             for op in batch { await fail(op, describe(r, selector: op.selector)) }
         }
@@ -196,7 +198,7 @@ actor LIFXCloud {
 
     /// A request failed: its lights go back to their own previous values, then its commands fail.
     func fail(_ op: LIFXOp, _ message: String) async {
-        await report(.answered(reached: [:], revert: op.previous, queued: queue.unanswered))
+        await report(.saw(.answered(reached: [:], revert: op.previous, queued: queue.unanswered.map(\.order))))
         for o in op.outcomes { o.fail("\(op.label): \(message)") }
     }
 
@@ -219,13 +221,13 @@ actor LIFXCloud {
                     if let v = op.previous[lid] { revert[lid] = v }
                 }
             }
-            await report(.answered(reached: reached, revert: revert, queued: queue.unanswered))
+            await report(.saw(.answered(reached: reached, revert: revert, queued: queue.unanswered.map(\.order))))
             if failed.isEmpty {
                 for o in op.outcomes { o.succeed() }
             } else if failed.count == result.lights.count {
                 for o in op.outcomes { o.fail("\(op.label): \(failed.joined(separator: ", ")) (LIFX did not reach the light)") }
             } else {
-                await context.log(.warning, "\(op.label): \(failed.joined(separator: ", ")); the other lights accepted the command")
+                await report(.log(.warning, "\(op.label): \(failed.joined(separator: ", ")); the other lights accepted the command"))
                 for o in op.outcomes { o.succeed() }
             }
         }
@@ -245,16 +247,16 @@ actor LIFXCloud {
                 scenesDue = false
             }
             polls += 1
-            await report(.listed(listed, scenes: scenes, pending: queue.lights))
+            await report(.saw(.listed(listed, scenes: scenes, pending: queue.lights)))
             lastError = nil
-            await context.setStatus(.running)
+            await report(.status(.running))
             await report(.metrics(metrics))
             return true
         } catch {
             let message = (error as? AdapterError)?.message ?? "\(error)"
             lastError = message
-            await context.setStatus(.error("LIFX listing failed: \(message)"))
-            await report(.listingFailed(consecutive: pollFailures + 1))
+            await report(.status(.error("LIFX listing failed: \(message)")))
+            await report(.saw(.listingFailed(consecutive: pollFailures + 1)))
             return false
         }
     }

@@ -91,8 +91,8 @@ public enum LIFXLANMessage {
     public enum Apply: UInt8, Sendable { case noApply = 0, apply = 1, applyOnly = 2 }
     /// Zones in one ExtendedSetColorZones / ExtendedStateMultiZone.
     public static let extendedZones = 82
-    /// The most zones the bridge takes from a device (every product has far fewer: 120 at most).
-    public static let maxZones = 512
+    /// The most zones the bridge takes from a device (`LIFXZone.maxCount`).
+    public static let maxZones = LIFXZone.maxCount
 
     /// HSBK as the wire has it: every component u16, kelvin in kelvin.
     public struct HSBK: Sendable, Equatable {
