@@ -57,6 +57,8 @@ let package = Package(
         .systemLibrary(name: "CBluetooth", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         .systemLibrary(name: "CMalloc"),
+        // The commit `switchyard --version` names: "unknown" unless `make release` gives it (Sources/CBuildInfo).
+        .target(name: "CBuildInfo"),
 
         // Device model, topic scheme, command parsing, the Adapter protocol and the bridge engine.
         .target(name: "SwitchyardCore", dependencies: [
@@ -126,9 +128,9 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
-        // The daemon: run, check-config, auth. No simulators, no Foundation (FoundationEssentials only).
+        // The daemon: run, check-config, auth, healthcheck. No simulators, no Foundation (FoundationEssentials only).
         .executableTarget(name: "switchyard", dependencies: [
-            "SwitchyardCLI", "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore",
+            "SwitchyardCLI", "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore", "SwitchyardWeb", "CBuildInfo",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
