@@ -14,7 +14,7 @@ MQTT_PORT    ?= 1883
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS  ?=
 
-.PHONY: run test test-unit build deps broker release bench soak symbol-order fuzz sanitize sanitize-address sanitize-thread install clean
+.PHONY: run test test-unit build deps broker release dependencies bench soak symbol-order fuzz sanitize sanitize-address sanitize-thread install clean
 
 ## Install the system packages that are missing (apt).
 deps:
@@ -68,15 +68,48 @@ test-unit: deps
 ## exporting every symbol to the dynamic table (nothing dlopens into it): 6 MB less resident, ASLR kept.
 ## The functions the bridge runs come first, together (scripts/switchyard.order.gz, from valgrind runs of
 ## the bench and the demo: `make symbol-order`), so that the kernel's fault-around maps less code it never runs.
+## What is shipped is that binary stripped, .build/dist/switchyard, with its symbols and debug information
+## beside it in .build/dist/switchyard.debug (objcopy --only-keep-debug; the binary names it in its
+## .gnu_debuglink, and both carry the same build id), so that a crash report can still be symbolised:
+## `gdb .build/dist/switchyard core` finds the .debug file next to the binary.
+## `switchyard --version` names the commit: `make release` writes it to $(BUILDINFO)/switchyard_commit.h,
+## which Sources/CBuildInfo includes when that folder is on the include path (-Xcc -I…). The folder's name
+## never changes, so a new commit recompiles one C file and relinks; a plain `swift build` says "unknown".
 ORDER := .build/switchyard.order
+BUILDINFO := .build/static/buildinfo
+DIST := .build/dist
+VERSION := $(shell sed -n 's/^public let switchyardVersion = "\(.*\)"$$/\1/p' Sources/SwitchyardRuntime/BridgeRuntime.swift)
+## The commit, with -dirty when tracked files differ from it; "unknown" outside a git clone.
+COMMIT := $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $$c || echo $$c-dirty; } || echo unknown)
 RELEASE_FLAGS := --static-swift-stdlib -Xswiftc -use-ld=lld \
-                 -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic \
-                 -Xlinker --symbol-ordering-file=$(CURDIR)/$(ORDER) -Xlinker --no-warn-symbol-ordering
+                 -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic -Xlinker --build-id=sha1 \
+                 -Xlinker --symbol-ordering-file=$(CURDIR)/$(ORDER) -Xlinker --no-warn-symbol-ordering \
+                 -Xcc -I$(CURDIR)/$(BUILDINFO)
 release: deps
 	@# The build does not see the order file as an input: a changed one removes the binary, so it is relinked.
 	@mkdir -p .build && gzip -dc scripts/switchyard.order.gz > $(ORDER).new && \
 	  if cmp -s $(ORDER).new $(ORDER); then rm $(ORDER).new; else mv $(ORDER).new $(ORDER); rm -f .build/static/release/switchyard; fi
+	@# Rewritten only when the commit changed, so that an unchanged tree builds nothing again.
+	@mkdir -p $(BUILDINFO) && printf '#define SWITCHYARD_COMMIT "%s"\n' '$(COMMIT)' > $(BUILDINFO)/switchyard_commit.h.new && \
+	  if cmp -s $(BUILDINFO)/switchyard_commit.h.new $(BUILDINFO)/switchyard_commit.h; then rm $(BUILDINFO)/switchyard_commit.h.new; \
+	  else mv $(BUILDINFO)/switchyard_commit.h.new $(BUILDINFO)/switchyard_commit.h; fi
 	swift build -c release $(RELEASE_FLAGS) --product switchyard --scratch-path .build/static
+	@$(RESOLVED) > .build/resolved.txt && grep -v '^#' deploy/dependencies.txt | diff -u --label deploy/dependencies.txt --label resolved - .build/resolved.txt \
+	  || { echo "the packages resolved differ from deploy/dependencies.txt: see docs/operations.md \"Versions of what it is built with\""; exit 1; }
+	@mkdir -p $(DIST)
+	objcopy --only-keep-debug .build/static/release/switchyard $(DIST)/switchyard.debug
+	@chmod 0644 $(DIST)/switchyard.debug
+	cd $(DIST) && objcopy --strip-all --add-gnu-debuglink=switchyard.debug $(CURDIR)/.build/static/release/switchyard switchyard
+	@echo "$(DIST)/switchyard: $$(stat -c %s $(DIST)/switchyard) bytes stripped ($$(stat -c %s .build/static/release/switchyard) unstripped;" \
+	  "symbols and debug information: $(DIST)/switchyard.debug, $$(stat -c %s $(DIST)/switchyard.debug) bytes); $$($(DIST)/switchyard --version)"
+
+## The whole dependency graph as it resolves, one "package version" a line (Package.resolved is not committed).
+RESOLVED := awk -F'"' '/"identity"/{id=$$4} /"version"/{print id, $$4}' Package.resolved | sort
+## Rewrites deploy/dependencies.txt after a pin in Package.swift moved (docs/operations.md).
+dependencies:
+	swift package resolve
+	@{ grep '^#' deploy/dependencies.txt; $(RESOLVED); } > deploy/dependencies.txt.new && mv deploy/dependencies.txt.new deploy/dependencies.txt
+	@git diff --stat -- deploy/dependencies.txt
 
 ## Rewrites scripts/switchyard.order.gz from callgrind runs of the release binary (scripts/symbol-order.sh).
 symbol-order: release
