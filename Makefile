@@ -140,15 +140,16 @@ $(WEB_VENV):
 	python3 -m venv .build/web-venv && .build/web-venv/bin/pip install -q "selenium==4.51.0" "prometheus_client==0.26.0"
 
 ## Installs the bridge: the binary of `make release` (or BIN=path), the systemd unit (its ExecStart pointing
-## at $(PREFIX)/bin), the example config as /etc/switchyard/config.yaml unless one exists (and always as
-## $(PREFIX)/share/switchyard/config.example.yaml), the credentials and state directories. DESTDIR is honoured.
+## at $(PREFIX)/bin) and its system user (sysusers.d), the example config as /etc/switchyard/config.yaml
+## unless one exists (and always as $(PREFIX)/share/switchyard/config.example.yaml), the credentials and
+## state directories. DESTDIR is honoured; without one the user is made at once and given the config's group.
 PREFIX ?= /usr/local
 DESTDIR ?=
 BIN ?=
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 install:
 	@if [ -z "$(BIN)" ]; then $(MAKE) --no-print-directory release; fi
-	install -D -m 0755 $(or $(BIN),.build/static/release/switchyard) $(DESTDIR)$(PREFIX)/bin/switchyard
+	install -D -m 0755 $(or $(BIN),$(DIST)/switchyard) $(DESTDIR)$(PREFIX)/bin/switchyard
 	install -D -m 0644 config.example.yaml $(DESTDIR)$(PREFIX)/share/switchyard/config.example.yaml
 	@if [ -e $(DESTDIR)/etc/switchyard/config.yaml ]; then echo "keeping $(DESTDIR)/etc/switchyard/config.yaml"; \
 	  else install -D -m 0640 config.example.yaml $(DESTDIR)/etc/switchyard/config.yaml; fi
@@ -156,6 +157,9 @@ install:
 	mkdir -p $(DESTDIR)$(UNITDIR)
 	sed 's|/usr/local/bin/switchyard|$(PREFIX)/bin/switchyard|g' deploy/switchyard.service > $(DESTDIR)$(UNITDIR)/switchyard.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/switchyard.service
+	install -D -m 0644 deploy/switchyard.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/switchyard.conf
+	@if [ -z "$(DESTDIR)" ] && command -v systemd-sysusers >/dev/null; then \
+	  systemd-sysusers $(PREFIX)/lib/sysusers.d/switchyard.conf && chgrp switchyard /etc/switchyard/config.yaml; fi
 
 ## Every fuzz target under libFuzzer + AddressSanitizer, FUZZ_SECONDS each (default 60); crashes are
 ## kept in .build/fuzz-crashes/ (docs/testing.md "Fuzzing"). E.g. `make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS="ha json"`.
