@@ -14,7 +14,7 @@ MQTT_PORT    ?= 1883
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS  ?=
 
-.PHONY: run test test-unit build deps broker release dependencies bench soak symbol-order fuzz sanitize sanitize-address sanitize-thread install clean
+.PHONY: run test test-unit build deps broker release dependencies deb bench soak symbol-order fuzz sanitize sanitize-address sanitize-thread install clean
 
 ## Install the system packages that are missing (apt).
 deps:
@@ -110,6 +110,15 @@ dependencies:
 	swift package resolve
 	@{ grep '^#' deploy/dependencies.txt; $(RESOLVED); } > deploy/dependencies.txt.new && mv deploy/dependencies.txt.new deploy/dependencies.txt
 	@git diff --stat -- deploy/dependencies.txt
+
+## The Debian package, .build/deb/switchyard_<version>_<arch>.deb, of the `make release` binary (or BIN=path),
+## made by deploy/deb/build.sh with dpkg-deb (no network), checked by lintian (deploy/deb/README.md).
+DEB_DIR := .build/deb
+deb: deps
+	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="dpkg-dev lintian"
+	@if [ -z "$(BIN)" ]; then $(MAKE) --no-print-directory release; fi
+	deploy/deb/build.sh --binary $(or $(BIN),$(DIST)/switchyard) --version $(VERSION) --out $(DEB_DIR)
+	lintian --fail-on error $(DEB_DIR)/switchyard_$(VERSION)_$$(dpkg --print-architecture).deb
 
 ## Rewrites scripts/switchyard.order.gz from callgrind runs of the release binary (scripts/symbol-order.sh).
 symbol-order: release
