@@ -14,7 +14,7 @@ MQTT_PORT    ?= 1883
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS  ?=
 
-.PHONY: run test test-unit build deps broker release dependencies deb bench soak symbol-order fuzz sanitize sanitize-address sanitize-thread install clean
+.PHONY: run test test-unit build deps broker release dependencies deb addon bench soak symbol-order fuzz sanitize sanitize-address sanitize-thread install clean
 
 ## Install the system packages that are missing (apt).
 deps:
@@ -119,6 +119,15 @@ deb: deps
 	@if [ -z "$(BIN)" ]; then $(MAKE) --no-print-directory release; fi
 	deploy/deb/build.sh --binary $(or $(BIN),$(DIST)/switchyard) --version $(VERSION) --out $(DEB_DIR)
 	lintian --fail-on error $(DEB_DIR)/switchyard_$(VERSION)_$$(dpkg --print-architecture).deb
+
+## The Home Assistant add-on's folder, ready to copy into the /addons share of a Home Assistant machine:
+## deploy/home-assistant-addon with the package of `make deb` beside its Dockerfile (docs/operations.md).
+ADDON_DIR := .build/home-assistant-addon/switchyard
+addon: deb
+	rm -rf $(ADDON_DIR) && mkdir -p $(ADDON_DIR)
+	cp -r deploy/home-assistant-addon/. $(ADDON_DIR)/
+	cp $(DEB_DIR)/switchyard_$(VERSION)_$$(dpkg --print-architecture).deb $(ADDON_DIR)/switchyard.deb
+	@echo "$(ADDON_DIR): copy it to /addons/switchyard on the Home Assistant machine"
 
 ## Rewrites scripts/switchyard.order.gz from callgrind runs of the release binary (scripts/symbol-order.sh).
 symbol-order: release
