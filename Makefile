@@ -3,7 +3,12 @@ APT_PACKAGES := mosquitto mosquitto-clients libmosquitto-dev libcurl4-openssl-de
 # What `make test` adds: the Nova end-to-end test boots a QEMU VM with a real kernel Bluetooth stack
 # and BlueZ's btvirt virtual controllers (scripts/blevm); the browser test drives Debian's chromium; gdb prints
 # the stacks of a test run that hangs (scripts/watchdog.sh).
-TEST_PACKAGES := qemu-system-x86 busybox-static bluez bluez-test-tools python3-venv chromium chromium-driver gdb
+# The packaging tests (Tests/SwitchyardIntegrationTests/PackagingTests.swift): dpkg-dev and lintian for
+# `make deb`, debootstrap for a clean Debian 12 root to install it into, podman (with runc) for the
+# container and its health check, nginx as the reverse proxy the browser test goes through, prometheus
+# for promtool, jq for the Home Assistant add-on's option mapping.
+TEST_PACKAGES := qemu-system-x86 busybox-static bluez bluez-test-tools python3-venv chromium chromium-driver gdb \
+                 dpkg-dev lintian debootstrap podman runc nginx prometheus jq curl
 # The LIFX LAN tests' peer: lifx-emulator from PyPI, in a venv under .build (never committed).
 LIFX_EMULATOR := .build/lifx-venv/bin/lifx-emulator
 # The console's browser test (Tests/browser): selenium (driving Debian's chromium) and prometheus_client (a
@@ -47,11 +52,13 @@ run: build broker
 ## Each run is under scripts/watchdog.sh: output line by line, and a run still going after its limit (a few
 ## times what it takes on 2 cores) ends with the tests that never ended and every thread's stack.
 WATCHDOG := scripts/watchdog.sh
+## The packaging tests (PackagingTests) install what `make deb` makes: the release build comes first.
 test:
 	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(TEST_PACKAGES)"
 	@$(MAKE) --no-print-directory $(LIFX_EMULATOR) $(WEB_VENV)
 	swift build --build-tests $(SWIFT_FLAGS)
-	$(WATCHDOG) 1200 swift test --skip-build $(SWIFT_FLAGS) --skip NovaVMTests
+	@$(MAKE) --no-print-directory deb
+	$(WATCHDOG) 1800 swift test --skip-build $(SWIFT_FLAGS) --skip NovaVMTests
 	$(WATCHDOG) 900 swift test --skip-build $(SWIFT_FLAGS) --filter NovaVMTests
 
 ## The unit tier: every test that needs no broker, emulator or VM (docs/testing.md "Two tiers"). The suites
