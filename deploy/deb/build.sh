@@ -24,14 +24,17 @@ arch=$(dpkg --print-architecture)
 full=$version${revision:+-$revision}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-root=$out/root
-rm -rf "$root" "$out/shlibs"
+# The tree as dpkg-shlibdeps expects it: debian/control beside debian/<package>, the package's root.
+tree=$out/tree
+root=$tree/debian/switchyard
+rm -rf "$tree" "$out/root" "$out/shlibs"
 # Every file's time is the commit's (or 0 outside git): the same tree gives the same package.
 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$repo" log -1 --format=%ct 2>/dev/null || echo 0)}
 export SOURCE_DATE_EPOCH
 umask 022
 
 install -D -m 0755 "$binary" "$root/usr/bin/switchyard"
+mkdir -p "$root/lib/systemd/system"
 sed 's|/usr/local/bin/switchyard|/usr/bin/switchyard|g' "$repo/deploy/switchyard.service" > "$root/lib/systemd/system/switchyard.service"
 install -D -m 0644 "$repo/deploy/switchyard.sysusers" "$root/usr/lib/sysusers.d/switchyard.conf"
 # The conffile. dpkg installs it 0644 root; postinst gives it to the group switchyard, mode 0640.
@@ -39,24 +42,29 @@ install -D -m 0644 "$repo/config.example.yaml" "$root/etc/switchyard/config.yaml
 install -D -m 0644 "$repo/config.example.yaml" "$root/usr/share/doc/switchyard/examples/config.example.yaml"
 for f in mosquitto.conf switchyard.acl; do install -m 0644 "$repo/deploy/$f" "$root/usr/share/doc/switchyard/examples/$f"; done
 install -m 0644 "$here/copyright" "$root/usr/share/doc/switchyard/copyright"
-install -D -m 0644 "$here/lintian-overrides" "$root/usr/share/lintian/overrides/switchyard"
+install -D -m 0644 "$here/switchyard.1" "$root/usr/share/man/man1/switchyard.1"
+gzip -9n "$root/usr/share/man/man1/switchyard.1"
 date=$(date -u -R -d "@$SOURCE_DATE_EPOCH")
+# A version without a Debian revision is a native package's, whose changelog is changelog.gz.
+changelog=changelog.Debian.gz
+[ -n "$revision" ] || changelog=changelog.gz
 commit=$("$binary" --version 2>/dev/null | sed -n 's/.*(commit \(.*\))$/\1/p')
 printf 'switchyard (%s) unstable; urgency=medium\n\n  * Built from commit %s.\n\n -- %s  %s\n' \
   "$full" "${commit:-unknown}" "Switchyard maintainers <maintainers@switchyard.invalid>" "$date" \
-  | gzip -9n > "$root/usr/share/doc/switchyard/changelog.Debian.gz"
-chmod 0644 "$root/usr/share/doc/switchyard/changelog.Debian.gz"
+  | gzip -9n > "$root/usr/share/doc/switchyard/$changelog"
+chmod 0644 "$root/usr/share/doc/switchyard/$changelog"
 
 # Depends: what the binary links, as dpkg-shlibdeps reads it from the installed libraries' shlibs. libcurl
 # is loaded when an HTTP adapter is configured (dlopen, Sources/CCurl): Recommends, with the CA certificates.
-mkdir -p "$out/shlibs/debian"
-printf 'Source: switchyard\n\nPackage: switchyard\nArchitecture: any\n' > "$out/shlibs/debian/control"
-depends=$(cd "$out/shlibs" && dpkg-shlibdeps -O -e "$root/usr/bin/switchyard" | sed -n 's/^shlibs:Depends=//p')
+mkdir -p "$root/DEBIAN"
+printf 'Source: switchyard\n\nPackage: switchyard\nArchitecture: any\n' > "$tree/debian/control"
+depends=$(cd "$tree" && dpkg-shlibdeps -O -e debian/switchyard/usr/bin/switchyard | sed -n 's/^shlibs:Depends=//p')
 [ -n "$depends" ] || { echo "dpkg-shlibdeps found no dependencies" >&2; exit 1; }
 
 mkdir -p "$root/DEBIAN"
 for s in postinst prerm postrm; do install -m 0755 "$here/$s" "$root/DEBIAN/$s"; done
 echo /etc/switchyard/config.yaml > "$root/DEBIAN/conffiles"
+(cd "$root" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | sort -z | xargs -0 md5sum > DEBIAN/md5sums)
 find "$root" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
 cat > "$root/DEBIAN/control" <<CONTROL
@@ -82,7 +90,7 @@ Description: MQTT bridge for LIFX, Nova, Electric Imp, Home Assistant and Liveco
  user switchyard, with its config in /etc/switchyard/config.yaml. An operator
  console, Prometheus metrics and health probes are served on 127.0.0.1:9180.
 CONTROL
-touch -h -d "@$SOURCE_DATE_EPOCH" "$root/DEBIAN" "$root/DEBIAN/control" "$root/DEBIAN/conffiles"
+touch -h -d "@$SOURCE_DATE_EPOCH" "$root/DEBIAN" "$root/DEBIAN/control" "$root/DEBIAN/conffiles" "$root/DEBIAN/md5sums"
 
 deb=$out/switchyard_${full}_$arch.deb
 dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null
