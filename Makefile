@@ -89,7 +89,7 @@ VERSION := $(shell sed -n 's/^public let switchyardVersion = "\(.*\)"$$/\1/p' So
 ## The commit, with -dirty when tracked files differ from it; "unknown" outside a git clone.
 COMMIT := $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $$c || echo $$c-dirty; } || echo unknown)
 RELEASE_FLAGS := --static-swift-stdlib -Xswiftc -use-ld=lld \
-                 -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic -Xlinker --build-id=sha1 \
+                 -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic -Xlinker --build-id=sha1 -Xlinker -z -Xlinker now \
                  -Xlinker --symbol-ordering-file=$(CURDIR)/$(ORDER) -Xlinker --no-warn-symbol-ordering \
                  -Xcc -I$(CURDIR)/$(BUILDINFO)
 release: deps
@@ -106,7 +106,7 @@ release: deps
 	@mkdir -p $(DIST)
 	objcopy --only-keep-debug .build/static/release/switchyard $(DIST)/switchyard.debug
 	@chmod 0644 $(DIST)/switchyard.debug
-	cd $(DIST) && objcopy --strip-all --add-gnu-debuglink=switchyard.debug $(CURDIR)/.build/static/release/switchyard switchyard
+	cd $(DIST) && objcopy --strip-all --remove-section=.comment --add-gnu-debuglink=switchyard.debug $(CURDIR)/.build/static/release/switchyard switchyard
 	@echo "$(DIST)/switchyard: $$(stat -c %s $(DIST)/switchyard) bytes stripped ($$(stat -c %s .build/static/release/switchyard) unstripped;" \
 	  "symbols and debug information: $(DIST)/switchyard.debug, $$(stat -c %s $(DIST)/switchyard.debug) bytes); $$($(DIST)/switchyard --version)"
 
