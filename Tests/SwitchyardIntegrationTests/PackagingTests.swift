@@ -155,6 +155,8 @@ struct PackagingTests {
         let stop = try await Packaging.podman(["stop", "-t", "15", name])
         let exit = try await Packaging.podman(["inspect", "--format", "{{.State.ExitCode}}", name]).output
         #expect(stop.status == 0 && exit.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "\(stop.output) exit \(exit)")
+        _ = try await Packaging.podman(["rm", "-f", name])
+        _ = try await Packaging.podman(["rmi", "-f", tag])
     }
 
     /// The add-on's image from its folder as the Supervisor builds it (BUILD_FROM: here the test's Debian 12
@@ -195,6 +197,8 @@ struct PackagingTests {
         #expect(livez == "alive\n", "\(livez)")
         let config = try await Packaging.podman(["exec", name, "cat", "/run/switchyard/config.yaml"]).output
         #expect(config.contains(#""base_topic": "addon""#) && config.contains(#""name": "kitchen""#), "\(config)")
+        _ = try await Packaging.podman(["rm", "-f", "-t", "2", name])
+        _ = try await Packaging.podman(["rmi", "-f", tag])
     }
 }
 
@@ -331,8 +335,13 @@ enum Packaging {
                             timeout: timeout, directory: directory)
     }
 
-    /// The Debian 12 image the tests use as a clean root and as the containers' base (made once).
+    /// The Debian 12 image the tests use as a clean root and as the containers' base (made once). What an
+    /// earlier run left behind (its removal is not awaited when a test ends) goes first.
     static func baseImage() async throws -> String {
+        _ = try await sh("podman ps -a -q --filter name=switchyard-test- --filter name=switchyard-addon-test- | xargs -r podman rm -f -t 2; "
+                         + "podman images --format '{{.Repository}}:{{.Tag}}' --filter reference='localhost/switchyard-test:*' "
+                         + "--filter reference='localhost/switchyard-addon-test:*' "
+                         + "| xargs -r podman rmi -f")
         let made = try await sh("'\(repo)/Tests/packaging/debian-base.sh' '\(baseTag)' '\(repo)/.build/packaging' 2>&1", timeout: 900)
         guard made.status == 0 else { throw TestError("no Debian 12 base image: \(made.output)") }
         return baseTag
