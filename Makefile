@@ -3,7 +3,12 @@ APT_PACKAGES := mosquitto mosquitto-clients libmosquitto-dev libcurl4-openssl-de
 # What `make test` adds: the Nova end-to-end test boots a QEMU VM with a real kernel Bluetooth stack
 # and BlueZ's btvirt virtual controllers (scripts/blevm); the browser test drives Debian's chromium; gdb prints
 # the stacks of a test run that hangs (scripts/watchdog.sh).
-TEST_PACKAGES := qemu-system-x86 busybox-static bluez bluez-test-tools python3-venv chromium chromium-driver gdb
+# The packaging tests (Tests/SwitchyardIntegrationTests/PackagingTests.swift): dpkg-dev and lintian for
+# `make deb`, debootstrap for a clean Debian 12 root to install it into, podman (with runc) for the
+# container and its health check, nginx as the reverse proxy the browser test goes through, prometheus
+# for promtool, jq for the Home Assistant add-on's option mapping.
+TEST_PACKAGES := qemu-system-x86 busybox-static bluez bluez-test-tools python3-venv chromium chromium-driver gdb \
+                 dpkg-dev lintian debootstrap podman runc nginx prometheus jq curl
 # The LIFX LAN tests' peer: lifx-emulator from PyPI, in a venv under .build (never committed).
 LIFX_EMULATOR := .build/lifx-venv/bin/lifx-emulator
 # The console's browser test (Tests/browser): selenium (driving Debian's chromium) and prometheus_client (a
@@ -16,7 +21,7 @@ MQTT_PORT    ?= 1883
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS  ?=
 
-.PHONY: run test test-unit build deps broker release bench soak symbol-order fuzz sanitize sanitize-address sanitize-thread install clean
+.PHONY: run test test-unit build deps broker release dependencies deb addon bench soak symbol-order fuzz sanitize sanitize-address sanitize-thread install clean
 
 ## Install the system packages that are missing (apt).
 deps:
@@ -49,11 +54,13 @@ run: build broker
 ## Each run is under scripts/watchdog.sh: output line by line, and a run still going after its limit (a few
 ## times what it takes on 2 cores) ends with the tests that never ended and every thread's stack.
 WATCHDOG := scripts/watchdog.sh
+## The packaging tests (PackagingTests) install what `make deb` makes: the release build comes first.
 test:
 	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(TEST_PACKAGES)"
 	@$(MAKE) --no-print-directory $(LIFX_EMULATOR) $(WEB_VENV) $(MQTT_VENV)
 	swift build --build-tests $(SWIFT_FLAGS)
-	$(WATCHDOG) 1200 swift test --skip-build $(SWIFT_FLAGS) --skip NovaVMTests
+	@$(MAKE) --no-print-directory deb
+	$(WATCHDOG) 1800 swift test --skip-build $(SWIFT_FLAGS) --skip NovaVMTests
 	$(WATCHDOG) 900 swift test --skip-build $(SWIFT_FLAGS) --filter NovaVMTests
 
 ## The unit tier: every test that needs no broker, emulator or VM (docs/testing.md "Two tiers"). The suites
@@ -70,15 +77,66 @@ test-unit: deps
 ## exporting every symbol to the dynamic table (nothing dlopens into it): 6 MB less resident, ASLR kept.
 ## The functions the bridge runs come first, together (scripts/switchyard.order.gz, from valgrind runs of
 ## the bench and the demo: `make symbol-order`), so that the kernel's fault-around maps less code it never runs.
+## What is shipped is that binary stripped, .build/dist/switchyard, with its symbols and debug information
+## beside it in .build/dist/switchyard.debug (objcopy --only-keep-debug; the binary names it in its
+## .gnu_debuglink, and both carry the same build id), so that a crash report can still be symbolised:
+## `gdb .build/dist/switchyard core` finds the .debug file next to the binary.
+## `switchyard --version` names the commit: `make release` writes it to $(BUILDINFO)/switchyard_commit.h,
+## which Sources/CBuildInfo includes when that folder is on the include path (-Xcc -I…). The folder's name
+## never changes, so a new commit recompiles one C file and relinks; a plain `swift build` says "unknown".
 ORDER := .build/switchyard.order
+BUILDINFO := .build/static/buildinfo
+DIST := .build/dist
+VERSION := $(shell sed -n 's/^public let switchyardVersion = "\(.*\)"$$/\1/p' Sources/SwitchyardRuntime/BridgeRuntime.swift)
+## The commit, with -dirty when tracked files differ from it; "unknown" outside a git clone.
+COMMIT := $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $$c || echo $$c-dirty; } || echo unknown)
 RELEASE_FLAGS := --static-swift-stdlib -Xswiftc -use-ld=lld \
-                 -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic \
-                 -Xlinker --symbol-ordering-file=$(CURDIR)/$(ORDER) -Xlinker --no-warn-symbol-ordering
+                 -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic -Xlinker --build-id=sha1 -Xlinker -z -Xlinker now \
+                 -Xlinker --symbol-ordering-file=$(CURDIR)/$(ORDER) -Xlinker --no-warn-symbol-ordering \
+                 -Xcc -I$(CURDIR)/$(BUILDINFO)
 release: deps
 	@# The build does not see the order file as an input: a changed one removes the binary, so it is relinked.
 	@mkdir -p .build && gzip -dc scripts/switchyard.order.gz > $(ORDER).new && \
 	  if cmp -s $(ORDER).new $(ORDER); then rm $(ORDER).new; else mv $(ORDER).new $(ORDER); rm -f .build/static/release/switchyard; fi
+	@# Rewritten only when the commit changed, so that an unchanged tree builds nothing again.
+	@mkdir -p $(BUILDINFO) && printf '#define SWITCHYARD_COMMIT "%s"\n' '$(COMMIT)' > $(BUILDINFO)/switchyard_commit.h.new && \
+	  if cmp -s $(BUILDINFO)/switchyard_commit.h.new $(BUILDINFO)/switchyard_commit.h; then rm $(BUILDINFO)/switchyard_commit.h.new; \
+	  else mv $(BUILDINFO)/switchyard_commit.h.new $(BUILDINFO)/switchyard_commit.h; fi
 	swift build -c release $(RELEASE_FLAGS) --product switchyard --scratch-path .build/static
+	@$(RESOLVED) > .build/resolved.txt && grep -v '^#' deploy/dependencies.txt | diff -u --label deploy/dependencies.txt --label resolved - .build/resolved.txt \
+	  || { echo "the packages resolved differ from deploy/dependencies.txt: see docs/operations.md \"Versions of what it is built with\""; exit 1; }
+	@mkdir -p $(DIST)
+	objcopy --only-keep-debug .build/static/release/switchyard $(DIST)/switchyard.debug
+	@chmod 0644 $(DIST)/switchyard.debug
+	cd $(DIST) && objcopy --strip-all --remove-section=.comment --add-gnu-debuglink=switchyard.debug $(CURDIR)/.build/static/release/switchyard switchyard
+	@echo "$(DIST)/switchyard: $$(stat -c %s $(DIST)/switchyard) bytes stripped ($$(stat -c %s .build/static/release/switchyard) unstripped;" \
+	  "symbols and debug information: $(DIST)/switchyard.debug, $$(stat -c %s $(DIST)/switchyard.debug) bytes); $$($(DIST)/switchyard --version)"
+
+## The whole dependency graph as it resolves, one "package version" a line (Package.resolved is not committed).
+RESOLVED := awk -F'"' '/"identity"/{id=$$4} /"version"/{print id, $$4}' Package.resolved | sort
+## Rewrites deploy/dependencies.txt after a pin in Package.swift moved (docs/operations.md).
+dependencies:
+	swift package resolve
+	@{ grep '^#' deploy/dependencies.txt; $(RESOLVED); } > deploy/dependencies.txt.new && mv deploy/dependencies.txt.new deploy/dependencies.txt
+	@git diff --stat -- deploy/dependencies.txt
+
+## The Debian package, .build/deb/switchyard_<version>_<arch>.deb, of the `make release` binary (or BIN=path),
+## made by deploy/deb/build.sh with dpkg-deb (no network), checked by lintian (deploy/deb/README.md).
+DEB_DIR := .build/deb
+deb: deps
+	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="dpkg-dev lintian"
+	@if [ -z "$(BIN)" ]; then $(MAKE) --no-print-directory release; fi
+	deploy/deb/build.sh --binary $(or $(BIN),$(DIST)/switchyard) --version $(VERSION) --out $(DEB_DIR)
+	lintian --fail-on error $(DEB_DIR)/switchyard_$(VERSION)_$$(dpkg --print-architecture).deb
+
+## The Home Assistant add-on's folder, ready to copy into the /addons share of a Home Assistant machine:
+## deploy/home-assistant-addon with the package of `make deb` beside its Dockerfile (docs/operations.md).
+ADDON_DIR := .build/home-assistant-addon/switchyard
+addon: deb
+	rm -rf $(ADDON_DIR) && mkdir -p $(ADDON_DIR)
+	cp -r deploy/home-assistant-addon/. $(ADDON_DIR)/
+	cp $(DEB_DIR)/switchyard_$(VERSION)_$$(dpkg --print-architecture).deb $(ADDON_DIR)/switchyard.deb
+	@echo "$(ADDON_DIR): copy it to /addons/switchyard on the Home Assistant machine"
 
 ## Rewrites scripts/switchyard.order.gz from callgrind runs of the release binary (scripts/symbol-order.sh).
 symbol-order: release
@@ -112,15 +170,16 @@ $(WEB_VENV):
 	python3 -m venv .build/web-venv && .build/web-venv/bin/pip install -q "selenium==4.51.0" "prometheus_client==0.26.0"
 
 ## Installs the bridge: the binary of `make release` (or BIN=path), the systemd unit (its ExecStart pointing
-## at $(PREFIX)/bin), the example config as /etc/switchyard/config.yaml unless one exists (and always as
-## $(PREFIX)/share/switchyard/config.example.yaml), the credentials and state directories. DESTDIR is honoured.
+## at $(PREFIX)/bin) and its system user (sysusers.d), the example config as /etc/switchyard/config.yaml
+## unless one exists (and always as $(PREFIX)/share/switchyard/config.example.yaml), the credentials and
+## state directories. DESTDIR is honoured; without one the user is made at once and given the config's group.
 PREFIX ?= /usr/local
 DESTDIR ?=
 BIN ?=
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 install:
 	@if [ -z "$(BIN)" ]; then $(MAKE) --no-print-directory release; fi
-	install -D -m 0755 $(or $(BIN),.build/static/release/switchyard) $(DESTDIR)$(PREFIX)/bin/switchyard
+	install -D -m 0755 $(or $(BIN),$(DIST)/switchyard) $(DESTDIR)$(PREFIX)/bin/switchyard
 	install -D -m 0644 config.example.yaml $(DESTDIR)$(PREFIX)/share/switchyard/config.example.yaml
 	@if [ -e $(DESTDIR)/etc/switchyard/config.yaml ]; then echo "keeping $(DESTDIR)/etc/switchyard/config.yaml"; \
 	  else install -D -m 0640 config.example.yaml $(DESTDIR)/etc/switchyard/config.yaml; fi
@@ -128,6 +187,9 @@ install:
 	mkdir -p $(DESTDIR)$(UNITDIR)
 	sed 's|/usr/local/bin/switchyard|$(PREFIX)/bin/switchyard|g' deploy/switchyard.service > $(DESTDIR)$(UNITDIR)/switchyard.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/switchyard.service
+	install -D -m 0644 deploy/switchyard.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/switchyard.conf
+	@if [ -z "$(DESTDIR)" ] && command -v systemd-sysusers >/dev/null; then \
+	  systemd-sysusers $(PREFIX)/lib/sysusers.d/switchyard.conf && chgrp switchyard /etc/switchyard/config.yaml; fi
 
 ## Every fuzz target under libFuzzer + AddressSanitizer, FUZZ_SECONDS each (default 60); crashes are
 ## kept in .build/fuzz-crashes/ (docs/testing.md "Fuzzing"). E.g. `make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS="ha json"`.

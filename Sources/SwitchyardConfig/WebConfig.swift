@@ -11,6 +11,10 @@ extension SwitchyardConfig {
         public var enabled = true
         public var host = "127.0.0.1"
         public var port = 9180
+        /// The path the console is served under (`/switchyard`), for a reverse proxy that passes the whole
+        /// path on: "" (the default) serves it at `/`. No trailing slash. A proxy that strips its prefix
+        /// (Home Assistant's ingress) needs none: the page's links are all relative (docs/console.md).
+        public var basePath = ""
         /// Required unless `host` is a loopback address.
         public var authToken: String?
         public var tlsCert: String?
@@ -22,8 +26,30 @@ extension SwitchyardConfig {
 
         public init() {}
 
-        /// `http://127.0.0.1:9180`, or `https://…` with TLS; an IPv6 host in brackets.
-        public var url: String { "\(tlsCert == nil ? "http" : "https")://\(Self.hostForURL(host)):\(port)" }
+        /// `http://127.0.0.1:9180`, or `https://…` with TLS; an IPv6 host in brackets; then `base_path`.
+        public var url: String { "\(tlsCert == nil ? "http" : "https")://\(Self.hostForURL(host)):\(port)\(basePath)" }
+
+        /// `web.base_path` as the console uses it: "" for none or `/`, else a leading slash and no trailing
+        /// one; nil when it is not a plain path (only letters, digits, `-._~` and `/` between segments:
+        /// no `.` or `..` segment, no percent escapes, query or fragment), so that it can go into a
+        /// header (the session cookie's `Path`) and a route as it is. At most 200 bytes.
+        public static func normalizedBasePath(_ s: String) -> String? {
+            var p = s
+            while p.hasSuffix("/") { p.removeLast() }
+            if p.isEmpty { return "" }
+            guard p.hasPrefix("/"), p.utf8.count <= 200 else { return nil }
+            for segment in p.dropFirst().split(separator: "/", omittingEmptySubsequences: false) {
+                guard !segment.isEmpty, segment != ".", segment != "..",
+                      segment.utf8.allSatisfy({ isPathByte($0) }) else { return nil }
+            }
+            return p
+        }
+
+        /// Letters, digits and `-._~`: the unreserved characters of RFC 3986.
+        public static func isPathByte(_ b: UInt8) -> Bool {
+            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A)
+                || b == UInt8(ascii: "-") || b == UInt8(ascii: ".") || b == UInt8(ascii: "_") || b == UInt8(ascii: "~")
+        }
 
         static func hostForURL(_ host: String) -> String { host.contains(":") ? "[\(host)]" : host }
 
@@ -75,6 +101,15 @@ extension SwitchyardConfig {
             }
         }
         w.record("listen", .string("\(Web.hostForURL(c.host)):\(c.port)"))
+        if let (given, mark) = w.scalar("base_path") {
+            if let p = Web.normalizedBasePath(given) {
+                c.basePath = p
+            } else {
+                r.problem(mark, w.key("base_path"),
+                          "expected a path such as /switchyard (letters, digits, -._~ between slashes; no query, escapes or dot segments), got '\(given)'")
+            }
+        }
+        w.record("base_path", .string(c.basePath))
         c.authToken = w.secret("auth_token")
         if let t = c.authToken, t.utf8.count < 16 {
             r.problem(w.mark(of: w.has("auth_token") ? "auth_token" : "auth_token_file"), w.key(w.has("auth_token") ? "auth_token" : "auth_token_file"),

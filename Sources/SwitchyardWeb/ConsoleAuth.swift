@@ -58,22 +58,23 @@ public final class ConsoleAuth: Sendable {
         return false
     }
 
-    /// A new session after a good login: its cookie header.
-    func newSession() -> String {
+    /// A new session after a good login: its cookie header, for the pages under `path` (the console's
+    /// prefix and `/`: `ConsoleService.cookiePath`).
+    func newSession(path: String = "/") -> String {
         let value = randomHex(bytes: 32)
         sessions.withLock { s in
             if s.count >= Self.maxSessions { s.removeFirst(s.count - Self.maxSessions + 1) }
             s.append(Array(value.utf8))
         }
-        return "\(Self.cookieName)=\(value); Path=/; HttpOnly; SameSite=Strict\(secure ? "; Secure" : "")"
+        return "\(Self.cookieName)=\(value); Path=\(path); HttpOnly; SameSite=Strict\(secure ? "; Secure" : "")"
     }
 
-    func endSession(cookie: String?) -> String {
+    func endSession(cookie: String?, path: String = "/") -> String {
         if let cookie, let session = Self.cookieValue(cookie, name: Self.cookieName) {
             let given = Array(session.utf8)
             sessions.withLock { $0.removeAll { Self.constantTimeEqual($0, given) } }
         }
-        return "\(Self.cookieName)=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0\(secure ? "; Secure" : "")"
+        return "\(Self.cookieName)=; Path=\(path); HttpOnly; SameSite=Strict; Max-Age=0\(secure ? "; Secure" : "")"
     }
 
     /// `name`'s value in a Cookie header (`a=1; b=2`).

@@ -157,31 +157,43 @@ public final class ConsoleService: Service, Sendable {
         let stats = self.transportStats
 
         @Sendable func authorised(_ r: Request) -> Bool { auth.allows(authorization: r.headers[.authorization], cookie: r.headers[.cookie]) }
-        router.get("/") { request, _ -> Response in authorised(request) ? page.index : Page.login(error: nil) }
-        router.get("/console.js") { request, _ -> Response in authorised(request) ? page.script : Page.text(.unauthorized, "log in first") }
-        router.get("/console.css") { _, _ in page.style }
-        router.post("/login") { request, _ -> Response in
+        // Every route is under web.base_path ("" by default): `at("/livez")` is `/switchyard/livez` with
+        // base_path /switchyard. The page's own references are relative (Page), so they follow.
+        let base = settings.basePath
+        @Sendable func at(_ path: String) -> RouterPath { RouterPath(base + path) }
+        router.get(at("/")) { request, _ -> Response in
+            // The page's relative references need its URL to end in a slash: `/switchyard` → `switchyard/`.
+            if !base.isEmpty, !request.uri.path.hasSuffix("/") { return Page.redirect(String(base.split(separator: "/").last ?? "") + "/") }
+            return authorised(request) ? page.index : Page.login(error: nil)
+        }
+        if !base.isEmpty {
+            // Someone who opens the console's own address finds it.
+            router.get("/") { _, _ in Page.redirect(base + "/") }
+        }
+        router.get(at("/console.js")) { request, _ -> Response in authorised(request) ? page.script : Page.text(.unauthorized, "log in first") }
+        router.get(at("/console.css")) { _, _ in page.style }
+        router.post(at("/login")) { request, _ -> Response in
             let body = try await request.body.collect(upTo: Context.maxBody)
-            guard auth.required else { return Page.redirect("/") }
+            guard auth.required else { return Page.redirect("./") }
             if let token = ConsoleAuth.formField(String(buffer: body), "token"), auth.tokenMatches(token) {
-                var r = Page.redirect("/")
-                r.headers[.setCookie] = auth.newSession()
+                var r = Page.redirect("./")
+                r.headers[.setCookie] = auth.newSession(path: Self.cookiePath(base: base, ingress: request.headers[Self.ingressPath]))
                 return r
             }
             feed.metrics.loginFailed()
             try? await Task.sleep(for: .seconds(1))   // a guess a second at most per connection
             return Page.login(error: "That is not the console's token.")
         }
-        router.post("/logout") { request, _ -> Response in
-            var r = Page.redirect("/")
-            r.headers[.setCookie] = auth.endSession(cookie: request.headers[.cookie])
+        router.post(at("/logout")) { request, _ -> Response in
+            var r = Page.redirect("./")
+            r.headers[.setCookie] = auth.endSession(cookie: request.headers[.cookie], path: Self.cookiePath(base: base, ingress: request.headers[Self.ingressPath]))
             return r
         }
-        router.get("/ws") { request, _ -> Response in
+        router.get(at("/ws")) { request, _ -> Response in
             if !authorised(request) { return Page.text(.unauthorized, "log in first") }
             return Page.text(.badRequest, "the console's WebSocket: connect with a WebSocket upgrade")
         }
-        router.get("/metrics") { request, _ -> Response in
+        router.get(at("/metrics")) { request, _ -> Response in
             guard authorised(request) else { return Page.text(.unauthorized, "Authorization: Bearer <web.auth_token> required") }
             let snapshot = await engine.snapshot()
             feed.metrics.update(engine: snapshot, transport: stats(), bounds: engine.bounds.snapshot, rss: ProcessStats.residentBytes(),
@@ -190,10 +202,10 @@ public final class ConsoleService: Service, Sendable {
             r.headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
             return r
         }
-        router.get("/livez") { _, _ -> Response in
+        router.get(at("/livez")) { _, _ -> Response in
             await Self.answers(engine, within: 5) ? Page.text(.ok, "alive") : Page.text(.serviceUnavailable, "the bridge's core does not answer")
         }
-        router.get("/readyz") { _, _ -> Response in
+        router.get(at("/readyz")) { _, _ -> Response in
             let reasons = Self.notReady(await engine.snapshot(), stats())
             let body: JSONValue = reasons.isEmpty ? ["ready": true] : ["ready": false, "reasons": .array(reasons.map(JSONValue.string))]
             var r = Response(status: reasons.isEmpty ? .ok : .serviceUnavailable, body: .init(byteBuffer: ByteBuffer(string: body.serialized + "\n")))
@@ -202,7 +214,7 @@ public final class ConsoleService: Service, Sendable {
         }
 
         let ws = Router(context: Context.self)
-        ws.ws("/ws") { request, context in
+        ws.ws(at("/ws")) { request, context in
             guard auth.sameOrigin(host: request.head.authority, origin: request.headers[.origin]) && authorised(request) else { return .dontUpgrade }
             let slot = context.slot
             context.channel.closeFuture.whenComplete { _ in slot.release() }
@@ -246,8 +258,8 @@ public final class ConsoleService: Service, Sendable {
             if let tls { return try TLSChannel(guarded, tlsConfiguration: tls) }
             return guarded
         }
-        let base = logger
-        let quiet = Logger(label: logger.label) { _ in LibraryLogHandler(base: base) }
+        let consoleLogger = logger
+        let quiet = Logger(label: logger.label) { _ in LibraryLogHandler(base: consoleLogger) }
         return Application(
             router: router, server: server,
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil,
@@ -262,6 +274,18 @@ public final class ConsoleService: Service, Sendable {
                 self.listening?(url)
             },
             logger: quiet)
+    }
+
+    /// The header Home Assistant's ingress proxy sends with the prefix it took off the path
+    /// (`/api/hassio_ingress/<token>`).
+    static let ingressPath = HTTPField.Name("X-Ingress-Path")!
+
+    /// The session cookie's `Path`: the prefix a proxy took off (`X-Ingress-Path`, when it is a plain
+    /// path: anything else is ignored, so that nothing a client sends can reach the header), then
+    /// `web.base_path`, then `/`. A proxy that strips a prefix without saying so gets `/`.
+    static func cookiePath(base: String, ingress: String?) -> String {
+        let outer = ingress.flatMap { SwitchyardConfig.Web.normalizedBasePath($0) } ?? ""
+        return outer + base + "/"
     }
 
     func admit(max: Int) -> UInt64? {

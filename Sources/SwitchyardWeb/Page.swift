@@ -2,7 +2,9 @@ import Hummingbird
 import NIOCore
 
 /// The page's files, shipped inside the binary (Sources/SwitchyardWeb/Page: plain HTML, CSS and one
-/// JavaScript module; no build step, nothing fetched from elsewhere), and the login form.
+/// JavaScript module; no build step, nothing fetched from elsewhere), and the login form. Every link,
+/// asset, form and the WebSocket are relative to the page (`console.css`, `ws`): the console works under
+/// any prefix a reverse proxy puts before it, its own `web.base_path` or one it never hears of.
 struct Page: Sendable {
     let index: Response
     let script: Response
@@ -27,6 +29,8 @@ struct Page: Sendable {
         return r
     }
 
+    /// A 303 to `to`, a reference relative to the request's URL (`./`): behind a proxy that adds a
+    /// prefix, the browser resolves it under that prefix.
     static func redirect(_ to: String) -> Response {
         var r = Response(status: .seeOther)
         r.headers[.location] = to
@@ -38,10 +42,10 @@ struct Page: Sendable {
         let html = """
         <!doctype html>
         <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-        <title>Switchyard console: log in</title><link rel="stylesheet" href="/console.css"></head>
+        <title>Switchyard console: log in</title><link rel="stylesheet" href="console.css"></head>
         <body class="login"><main>
         <h1>Switchyard console</h1>
-        <form method="post" action="/login">
+        <form method="post" action="login">
         <label for="token">Console token (web.auth_token)</label>
         <input id="token" name="token" type="password" autocomplete="current-password" required autofocus>
         <button type="submit">Log in</button>

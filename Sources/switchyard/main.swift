@@ -1,4 +1,5 @@
 import ArgumentParser
+import CBuildInfo
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -12,6 +13,7 @@ import SwitchyardCLI
 import SwitchyardConfig
 import SwitchyardCore
 import SwitchyardRuntime
+import SwitchyardWeb
 
 // The daemon. Nothing here imports Foundation, the simulators or their HTTP server (FlyingFox, which
 // links FoundationNetworking and with it libcurl): `switchyard-sim` has the demo and the simulators.
@@ -21,8 +23,13 @@ struct Switchyard: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "switchyard",
         abstract: "Bridges LIFX, Nova, Electric Imp, Home Assistant and Livecoding onto MQTT.",
-        version: switchyardVersion,
-        subcommands: [Run.self, CheckConfig.self, Auth.self])
+        version: versionLine,
+        subcommands: [Run.self, CheckConfig.self, Auth.self, Healthcheck.self])
+
+    /// `switchyard --version`: `0.1.0 (commit 58346b7c0a1e)`; the commit is "unknown" unless the build
+    /// was given it (`make release`, Sources/CBuildInfo), "-dirty" when the tree had changes.
+    static let versionLine = "\(switchyardVersion) (commit \(buildCommit))"
+    static let buildCommit = String(cString: switchyard_build_commit())
 
     /// Before anything starts a thread: see Allocator.
     static func main() async {
@@ -42,7 +49,8 @@ struct Run: AsyncParsableCommand {
     func run() async throws {
         let c = loadOrExit(config)
         let logger = try log.bootstrap(config: c)
-        logger.info("starting", metadata: ["version": "\(switchyardVersion)", "config": "\(config)", "broker": "\(c.brokerURL)"])
+        logger.info("starting", metadata: ["version": "\(switchyardVersion)", "commit": "\(Switchyard.buildCommit)", "config": "\(config)",
+                                           "broker": "\(c.brokerURL)"])
         try await BridgeRuntime.run(config: c, configPath: config, upstreams: upstreams, logger: logger)
         logger.info("stopped")
     }
@@ -94,5 +102,39 @@ struct Auth: AsyncParsableCommand {
             Console.err("switchyard auth \(upstream): \((error as? AdapterError)?.message ?? "\(error)")\n")
             Glibc.exit(1)
         }
+    }
+}
+
+/// A container's health check (deploy/Containerfile): asks the console of the bridge that runs with this
+/// config whether its core answers (`/livez`; `--ready`: `/readyz`), at the address, `base_path` and
+/// scheme the config's `web:` section gives, so that it follows `web.listen`. The config is read as
+/// `run` reads it (the same environment, `${…}` and `*_file` secrets); no token is sent, the probes need
+/// none. Exit 0 with the answer on standard output, else 1 with why (2: the config has problems).
+struct Healthcheck: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Ask the running bridge's console whether it is alive (/livez) or ready (/readyz).",
+        discussion: "Reads web.listen, web.base_path and web.tls_cert from the config; exit 0 when the answer is 200, else 1.")
+
+    @Option(name: .shortAndLong, help: "The YAML config file the bridge runs with.")
+    var config = "/etc/switchyard/config.yaml"
+    @Flag(help: "Ask /readyz (connected to the broker, every adapter running) instead of /livez.") var ready = false
+    @Option(help: "Seconds to wait for the answer.") var timeout = 8.0
+
+    func run() async throws {
+        let web = loadOrExit(config).web
+        let path = ready ? "/readyz" : "/livez"
+        let url = ConsoleProbe.url(web, path: path)
+        do {
+            let answer = try await ConsoleProbe.get(web, path: path, timeout: timeout)
+            let text = answer.body.trimmingWhitespace()
+            if answer.status == 200 {
+                Console.out("\(url): \(answer.status) \(text)\n")
+                return
+            }
+            Console.err("\(url): \(answer.status) \(text)\n")
+        } catch {
+            Console.err("\(url): \(error)\n")
+        }
+        Glibc.exit(1)
     }
 }

@@ -5,7 +5,11 @@ import SwitchyardWebTesting
 
 /// The page in a real browser (Debian's chromium through chromedriver, driven by selenium from the venv
 /// `make test` makes), against the demo on a real Mosquitto: Tests/browser/console_test.py says what it
-/// checks. `SWITCHYARD_CONSOLE_SCREENSHOTS=DIR` keeps a PNG of each view (docs/images/ has them).
+/// checks. The browser reaches the console as Home Assistant's ingress serves it: under a prefix the
+/// console never hears of (`/api/hassio_ingress/<token>/`, taken off by a proxy playing the Supervisor),
+/// through the add-on's own gate, both real nginx on loopback (ReverseProxy); nothing but that prefix is
+/// proxied, so a link, asset, form or WebSocket outside it fails the test.
+/// `SWITCHYARD_CONSOLE_SCREENSHOTS=DIR` keeps a PNG of each view (docs/images/ has them).
 @Suite(.serialized, .enabled(if: BrowserEnvironment.unavailable == nil, Comment(rawValue: BrowserEnvironment.unavailable ?? "")))
 struct BrowserTests {
     static let repo = BrowserEnvironment.repo
@@ -30,7 +34,13 @@ struct BrowserTests {
         let configLine = try #require(banner.split(separator: "\n").first { $0.hasPrefix("The demo's config is /") }, "no config path in:\n\(banner)")
         let path = configLine.dropFirst("The demo's config is ".count)
         let config = String(path[..<(path.range(of: " (removed when")?.lowerBound ?? path.endIndex)])
-        var arguments = [Self.repo.appendingPathComponent("Tests/browser/console_test.py").path, "--url", "http://127.0.0.1:\(web)",
+        let gate = try await ReverseProxy.addonGate(console: "127.0.0.1:\(web)")
+        defer { gate.stop() }
+        let token = String(UUID().uuidString.prefix(8)).lowercased()
+        let supervisor = try await ReverseProxy.supervisor(token: token, addon: gate.port)
+        defer { supervisor.stop() }
+        let url = "http://127.0.0.1:\(supervisor.port)/api/hassio_ingress/\(token)"
+        var arguments = [Self.repo.appendingPathComponent("Tests/browser/console_test.py").path, "--url", url,
                          "--mqtt-port", "\(broker.port)", "--base", base, "--demo-config", config,
                          "--docs", Self.repo.appendingPathComponent("docs/console.md").path]
         if let shots = ProcessInfo.processInfo.environment["SWITCHYARD_CONSOLE_SCREENSHOTS"] { arguments += ["--screenshots", shots] }
@@ -54,6 +64,7 @@ enum BrowserEnvironment {
             return "no selenium venv at \(python) (make test makes it: make .build/web-venv/bin/python)"
         }
         if !FileManager.default.isExecutableFile(atPath: "/usr/bin/chromedriver") { return "chromium-driver is not installed (make test installs it)" }
+        if let nginx = ReverseProxy.unavailable { return nginx }
         return nil
     }
 }

@@ -102,7 +102,7 @@ import SwitchyardWebTesting
         let console = try await ConsoleProcess(brokerPort: broker.port, web: "{listen: \"127.0.0.1:\(port)\", auth_token: \"\(token)\"}", webPort: port)
         defer { console.stop() }
         let page = try console.get("/")
-        #expect(page.status == 401 && page.body.contains("<form method=\"post\" action=\"/login\">"))
+        #expect(page.status == 401 && page.body.contains("<form method=\"post\" action=\"login\">"))
         #expect(!page.body.contains("console.js"))
         #expect(try console.get("/console.js").status == 401)
         #expect(try console.get("/metrics").status == 401)

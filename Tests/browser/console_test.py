@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The operator console in a real browser: Debian's chromium driven by chromedriver through selenium, against
 the demo (`switchyard-sim demo`) on a real Mosquitto. What a MQTT client sees is read with mosquitto_sub and
-changed with mosquitto_pub. /metrics is parsed by prometheus_client, a real Prometheus text parser.
+changed with mosquitto_pub. /metrics is parsed by prometheus_client, a real Prometheus text parser, and
+checked by promtool (Debian's prometheus). --url may carry a path prefix (a reverse proxy's): every
+request the page makes must stay under it.
 
 Run by Tests/SwitchyardWebTests/BrowserTests.swift (which starts the broker and the demo); by hand:
   .build/web-venv/bin/python Tests/browser/console_test.py --url http://127.0.0.1:9180 --mqtt-port 1883 --base switchyard
@@ -123,6 +125,11 @@ def main():
 def run(driver):
     base = ARGS.base
     driver.get(ARGS.url + "/")
+    # Under a proxy's prefix: the page's assets came from under it, and its WebSocket connected there.
+    wait(lambda: driver.find_element(By.ID, "link").text == "connected", "the page's WebSocket connected", timeout=30)
+    assets = [a for a in driver.execute_script("return performance.getEntriesByType('resource').map((e) => e.name)")
+              if not a.startswith("data:")]
+    check(assets and all(a.startswith(ARGS.url + "/") for a in assets), f"every asset under {ARGS.url}/: {assets}")
     # Every device the bridge lists, grouped by adapter. The listing is read again until the page shows the
     # same set: lights found on the LAN may still be joining it while the page opens.
     devices = []
@@ -280,6 +287,10 @@ def metrics():
         doc = open(ARGS.docs, encoding="utf-8").read()
         missing = [n for n in families if n not in doc]
         check(not missing, f"every /metrics family is described in docs/console.md {missing}")
+    # Prometheus's own linter: HELP text for every family, names and types as it wants them.
+    lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    said = (lint.stdout + lint.stderr).strip()
+    check(lint.returncode == 0 and not said, f"promtool check metrics finds nothing to fix {said!r}")
 
 
 if __name__ == "__main__":

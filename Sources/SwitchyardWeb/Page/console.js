@@ -38,8 +38,11 @@ let frame = 0;
 
 function connect(delay = 0) {
   setTimeout(() => {
-    const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    ws = new WebSocket(`${proto}//${location.host}/ws`);
+    // Beside the page, under whatever prefix a reverse proxy gave it (web.base_path, Home Assistant's ingress).
+    const url = new URL('ws', location.href);
+    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+    url.hash = '';
+    ws = new WebSocket(url);
     ws.onopen = () => { link('connected'); delay = 0; mirrored = false; if (route().view === 'ha') subscribe(true); };
     ws.onmessage = (ev) => receive(JSON.parse(ev.data));
     ws.onclose = (ev) => {
