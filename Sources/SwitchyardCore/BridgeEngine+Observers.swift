@@ -79,6 +79,22 @@ public struct AdapterSnapshot: Sendable, Equatable {
     public var queuedBytes: Int
 }
 
+/// The engine as the operator console sees it: what it reads (a snapshot, the bounds' counters, whether the
+/// core answers) and the two things it does (a command as if from the broker, a line on bridge/log).
+/// `BridgeEngine` is one; a hot-standby instance gives the console a view that follows whichever engine
+/// is running (none while it waits), and a test can give it a twin.
+public protocol ConsoleEngine: Sendable {
+    var bounds: BoundsCounter { get }
+    func snapshot() async -> EngineSnapshot
+    func submit(topic: String, payload: [UInt8]) async
+    func consoleLog(_ level: BridgeLogLevel, _ message: String) async
+    func isAlive() async -> Bool
+}
+
+extension BridgeEngine: ConsoleEngine {
+    public func consoleLog(_ level: BridgeLogLevel, _ message: String) { log(level, message) }
+}
+
 public struct EngineSnapshot: Sendable, Equatable {
     public var version: String
     public var uptime: Double
@@ -86,6 +102,33 @@ public struct EngineSnapshot: Sendable, Equatable {
     public var scheme: TopicScheme
     /// The engine has stopped (its `run` returned or is returning).
     public var stopped: Bool
+    /// Under hot standby (design.md §17): this instance's name and role, and why it is not serving when it
+    /// is not; nil without standby.
+    public var standby: StandbySnapshot?
+
+    public init(version: String, uptime: Double, adapters: [AdapterSnapshot], scheme: TopicScheme, stopped: Bool, standby: StandbySnapshot? = nil) {
+        self.version = version
+        self.uptime = uptime
+        self.adapters = adapters
+        self.scheme = scheme
+        self.stopped = stopped
+        self.standby = standby
+    }
+}
+
+/// An instance of a standby group as the console shows it.
+public struct StandbySnapshot: Sendable, Equatable {
+    public var instance: String
+    public var role: String
+    /// Every instance the group has seen, with its role.
+    public var group: [String: String]
+    public var takeovers: Int
+    public init(instance: String, role: String, group: [String: String], takeovers: Int) {
+        self.instance = instance
+        self.role = role
+        self.group = group
+        self.takeovers = takeovers
+    }
 }
 
 extension BridgeEngine {

@@ -78,7 +78,7 @@ final class ConsoleClient: Sendable {
 
     let id: UInt64
     let feed: ConsoleFeed
-    let engine: BridgeEngine
+    let engine: any ConsoleEngine
     let stats: @Sendable () -> TransportStats
     let auth: Bool
     let channel: any Channel
@@ -91,7 +91,7 @@ final class ConsoleClient: Sendable {
     let readerWake: AsyncStream<Void>
     let readerPoke: AsyncStream<Void>.Continuation
 
-    init(id: UInt64, feed: ConsoleFeed, engine: BridgeEngine, stats: @escaping @Sendable () -> TransportStats, auth: Bool,
+    init(id: UInt64, feed: ConsoleFeed, engine: any ConsoleEngine, stats: @escaping @Sendable () -> TransportStats, auth: Bool,
          channel: any Channel, limits: Limits) {
         self.id = id
         self.feed = feed

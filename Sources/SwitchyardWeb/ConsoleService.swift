@@ -23,7 +23,7 @@ import SwitchyardCore
 /// a warning on bridge/log, tried again every 30 s: the bridge keeps bridging without its console.
 public final class ConsoleService: Service, Sendable {
     let initial: SwitchyardConfig.Web
-    let engine: BridgeEngine
+    let engine: any ConsoleEngine
     public let feed: ConsoleFeed
     let transportStats: @Sendable () -> TransportStats
     let logger: Logger
@@ -34,7 +34,7 @@ public final class ConsoleService: Service, Sendable {
     let connections: Connections
     let listening: (@Sendable (String) -> Void)?
 
-    public init(settings: SwitchyardConfig.Web, engine: BridgeEngine, feed: ConsoleFeed,
+    public init(settings: SwitchyardConfig.Web, engine: any ConsoleEngine, feed: ConsoleFeed,
                 transportStats: @escaping @Sendable () -> TransportStats, logger: Logger, listening: (@Sendable (String) -> Void)? = nil) {
         initial = settings
         self.listening = listening
@@ -90,7 +90,7 @@ public final class ConsoleService: Service, Sendable {
                 if Task.isCancelled { return }
                 let message = "console: cannot serve on \(settings.url): \(error); trying again every 30 s"
                 logger.warning("\(message)")
-                if !reported { await engine.log(.warning, message) }
+                if !reported { await engine.consoleLog(.warning, message) }
                 reported = true
                 bound.withLock { $0 = nil }
                 try? await Task.sleep(for: .seconds(30))
@@ -315,7 +315,7 @@ public final class ConsoleService: Service, Sendable {
     /// Whether the engine's actor answers within `seconds` (a wedged core fails `/livez`). The question
     /// goes to the actor from a task of its own: a call into a wedged actor cannot be cancelled, so as a
     /// child of the race it would hold the probe up exactly when it must answer. Only the wait is raced.
-    static func answers(_ engine: BridgeEngine, within seconds: Double) async -> Bool {
+    static func answers(_ engine: any ConsoleEngine, within seconds: Double) async -> Bool {
         let answered = Latch(), alive = Locked(false)
         Task {
             let yes = await engine.isAlive()
