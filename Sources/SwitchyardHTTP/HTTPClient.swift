@@ -150,6 +150,8 @@ public final class HTTPClient: HTTPTransport, Sendable {
 
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         if let unavailable { throw HTTPError(kind: .other, message: unavailable) }
+        // Under hot standby, nothing leaves an instance that may have been replaced (design.md §17).
+        try UpstreamLease.check()
         let id = shared.withLock { s -> UInt64 in
             s.nextID += 1
             return s.nextID

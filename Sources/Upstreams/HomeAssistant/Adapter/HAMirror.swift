@@ -452,6 +452,8 @@ public actor HAMirror: MirrorAdapter {
             targetOut["entity_id"] = .array(ids.map(JSONValue.string))
         }
         guard authenticated else { throw AdapterError("not connected to Home Assistant; \(name) was not sent") }
+        // Under hot standby, nothing leaves an instance that may have been replaced (design.md §17).
+        try UpstreamLease.check()
         var body: [String: JSONValue] = ["type": "call_service", "domain": .string(domain), "service": .string(service)]
         if let data, data != .null { body["service_data"] = data }
         if !targetOut.isEmpty { body["target"] = .object(targetOut) }
