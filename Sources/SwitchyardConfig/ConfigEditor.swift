@@ -347,8 +347,5 @@ public struct ConfigChangeError: Error, Sendable, CustomStringConvertible {
 
 extension YAMLEditor {
     /// The tree at a path, if the path is there.
-    func tree(at path: ConfigPath) -> YAMLTree? {
-        guard let (chain, rest) = try? resolve(path), rest.isEmpty, let n = chain.last?.node else { return nil }
-        return source.tree(n)
-    }
+    func tree(at path: ConfigPath) -> YAMLTree? { subtree(path) }
 }

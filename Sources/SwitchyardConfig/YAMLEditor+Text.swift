@@ -68,7 +68,7 @@ extension YAMLEditor {
         if rest.isEmpty {
             let step = chain[chain.count - 1]
             try checkNotShared(chain, whole: step.node)
-            if source.tree(step.node) == value.tree { return }
+            if subtree(path) == value.tree { return }
             // A mapping over a mapping, or a list over a list of the same length: key by key, item by item,
             // so that what stays keeps its comments.
             if case .map(let entries) = value, case .mapping(let pairs, _) = step.node.kind, !pairs.isEmpty, !entries.isEmpty {
@@ -394,6 +394,7 @@ extension YAMLEditor {
         switch v {
         case .list(let a) where a.isEmpty: return "[]"
         case .map(let m) where m.isEmpty: return "{}"
+        case .null: return "null"
         case .bool(let b):
             if let old, case .scalar(let s, .plain) = old.kind { return Self.bool(b, like: s) }
         default: break

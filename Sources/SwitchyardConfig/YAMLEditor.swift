@@ -279,6 +279,24 @@ public struct YAMLEditor: Sendable {
         return out
     }
 
+    /// The tree at a path (aliases resolved as in the whole file); nil when nothing is there.
+    func subtree(_ path: ConfigPath) -> YAMLTree? {
+        var t = tree
+        for c in path.components {
+            switch (t, c) {
+            case (.mapping(let pairs), .key(let k)):
+                guard let p = pairs.first(where: { $0.key == k }) else { return nil }
+                t = p.value
+            case (.sequence(let items), _):
+                guard let i = Self.index(in: items, c) else { return nil }
+                t = items[i]
+            default:
+                return nil
+            }
+        }
+        return t
+    }
+
     // MARK: the intended tree
 
     static func intended(_ tree: YAMLTree, _ edit: YAMLEdit) throws(YAMLEditError) -> YAMLTree {

@@ -117,13 +117,9 @@ struct YAMLSource: Sendable {
         case .mapping(let pairs, _):
             var out: [YAMLTree.Pair] = []
             for p in pairs {
-                let k = tree(p.key, &anchors)
+                // Keys as written: `y` and `yes` are keys, not booleans, to the reader.
                 let key: String
-                switch k {
-                case .scalar(let s): key = s
-                case .null: key = ""
-                default: key = "\u{FFFD}complex"
-                }
+                if case .scalar(let s, _) = p.key.kind { key = s } else { key = "\u{FFFD}complex" }
                 out.append(.init(key: key, value: tree(p.value, &anchors)))
             }
             t = .mapping(out)
