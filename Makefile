@@ -2,8 +2,9 @@
 APT_PACKAGES := mosquitto mosquitto-clients libmosquitto-dev libcurl4-openssl-dev libbluetooth-dev libyaml-dev pkg-config
 # What `make test` adds: the Nova end-to-end test boots a QEMU VM with a real kernel Bluetooth stack
 # and BlueZ's btvirt virtual controllers (scripts/blevm); the browser test drives Debian's chromium; gdb prints
-# the stacks of a test run that hangs (scripts/watchdog.sh).
-TEST_PACKAGES := qemu-system-x86 busybox-static bluez bluez-test-tools python3-venv chromium chromium-driver gdb
+# the stacks of a test run that hangs (scripts/watchdog.sh); python3-jsonschema validates files against the
+# config's JSON Schema (ConfigSchemaTests).
+TEST_PACKAGES := qemu-system-x86 busybox-static bluez bluez-test-tools python3-venv chromium chromium-driver gdb python3-jsonschema
 # The LIFX LAN tests' peer: lifx-emulator from PyPI, in a venv under .build (never committed).
 LIFX_EMULATOR := .build/lifx-venv/bin/lifx-emulator
 # The console's browser test (Tests/browser): selenium (driving Debian's chromium) and prometheus_client (a
