@@ -248,7 +248,8 @@ public struct YAMLEditor: Sendable {
 
     static func kind(_ n: YAMLSource.Node) -> String {
         switch n.kind {
-        case .scalar(let s, _): n.isNull ? "empty" : "the single value '\(s.count > 40 ? String(s.prefix(40)) + "…" : s)'"
+        // Never the value itself: it may be a secret.
+        case .scalar: n.isNull ? "empty" : "a single value"
         case .mapping: "a mapping"
         case .sequence: "a list"
         case .alias(let a): "an alias of &\(a)"

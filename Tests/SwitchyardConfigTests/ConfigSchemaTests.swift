@@ -113,13 +113,8 @@ import SwitchyardCore
     /// A Python with jsonschema 4 (Debian's python3-jsonschema, which `make test` installs), or nil.
     static let python: String? = {
         for candidate in ["/usr/bin/python3", "python3"] {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            p.arguments = [candidate, "-c", "import jsonschema, sys; sys.exit(0 if hasattr(jsonschema, 'Draft202012Validator') else 1)"]
-            p.standardError = FileHandle.nullDevice
-            guard (try? p.run()) != nil else { continue }
-            p.waitUntilExit()
-            if p.terminationStatus == 0 { return candidate }
+            let check = try? Spawn.run([candidate, "-c", "import jsonschema, sys; sys.exit(0 if hasattr(jsonschema, 'Draft202012Validator') else 1)"])
+            if check?.status == 0 { return candidate }
         }
         return nil
     }()
@@ -156,16 +151,10 @@ import SwitchyardCore
             errors = sorted(v.iter_errors(i), key=lambda e: list(e.absolute_path))
             print(json.dumps(None if not errors else "/".join(map(str, errors[0].absolute_path)) + ": " + errors[0].message))
         """
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = [python, "-c", script, dir.appendingPathComponent("schema.json").path, dir.appendingPathComponent("instances.json").path]
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 0, "the validator failed (is the schema itself valid draft 2020-12?)")
-        return String(decoding: data, as: UTF8.self).split(separator: "\n").map { line in
+        let (status, output) = try Spawn.run([python, "-c", script, dir.appendingPathComponent("schema.json").path,
+                                              dir.appendingPathComponent("instances.json").path])
+        #expect(status == 0, "the validator failed (is the schema itself valid draft 2020-12?)")
+        return output.split(separator: "\n").map { line in
             (try? JSONValue.parse(String(line)))?.stringValue
         }
     }

@@ -42,15 +42,8 @@ import SwitchyardCore
         defer { try? FileManager.default.removeItem(at: dir) }
         try Data(a.utf8).write(to: dir.appendingPathComponent("a"))
         try Data(b.utf8).write(to: dir.appendingPathComponent("b"))
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/diff")
-        p.arguments = [dir.appendingPathComponent("a").path, dir.appendingPathComponent("b").path]
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let (_, output) = try Spawn.run(["diff", dir.appendingPathComponent("a").path, dir.appendingPathComponent("b").path])
+        let lines = output.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         return (lines.filter { $0.hasPrefix("< ") }.map { String($0.dropFirst(2)) }, lines.filter { $0.hasPrefix("> ") }.map { String($0.dropFirst(2)) })
     }
 
