@@ -49,6 +49,13 @@ public struct ConfigEditor: Sendable {
         return .main
     }
 
+    /// Whether the config (the main file with its changes merged over it) has something at `path`: e.g.
+    /// whether a renamed device has options under `devices.<adapter>.<name>` to rename with it.
+    public func contains(_ path: ConfigPath) -> Bool {
+        guard let main = try? YAMLEditor(source.bytes), let merged = try? mergedEditor(main) else { return false }
+        return merged.contains(path)
+    }
+
     /// The change the edits make (applied in order, each seeing the ones before), checked, not yet written.
     public func plan(_ requested: [YAMLEdit], target: Target? = nil) throws(ConfigChangeError) -> ConfigChange {
         try checkUnchanged()

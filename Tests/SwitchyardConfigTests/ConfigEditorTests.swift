@@ -180,6 +180,7 @@ import SwitchyardCore
         // Once it is there, the next change goes there too.
         let next = ConfigEditor(source: source, upstreams: upstreams, environment: [:])
         #expect(next.target == .changes)
+        #expect(next.contains("devices.virtual.fan") && next.contains("virtual.devices[name=galley]") && !next.contains("virtual.devices[name=kitchen]"))
         source = try next.plan([.rename("devices.virtual.fan", to: "ceiling_fan"), .set("virtual.devices[name=fan].name", "ceiling_fan")]).commit()
         #expect(try home.load().deviceOptions["virtual"]?["ceiling_fan"]?.retain == false)
         #expect(try home.load().virtual?.devices.map(\.name) == ["galley", "ceiling_fan"])
