@@ -2,12 +2,13 @@
 APT_PACKAGES := mosquitto mosquitto-clients libmosquitto-dev libcurl4-openssl-dev libbluetooth-dev libyaml-dev pkg-config
 # What `make test` adds: the Nova end-to-end test boots a QEMU VM with a real kernel Bluetooth stack
 # and BlueZ's btvirt virtual controllers (scripts/blevm); the browser test drives Debian's chromium; gdb prints
-# the stacks of a test run that hangs (scripts/watchdog.sh).
+# the stacks of a test run that hangs (scripts/watchdog.sh); python3-jsonschema validates files against the
+# config's JSON Schema (ConfigSchemaTests).
 # The packaging tests (Tests/SwitchyardIntegrationTests/PackagingTests.swift): dpkg-dev and lintian for
 # `make deb`, debootstrap for a clean Debian 12 root to install it into, podman (with runc) for the
 # container and its health check, nginx as the reverse proxy the browser test goes through, prometheus
 # for promtool, jq for the Home Assistant add-on's option mapping.
-TEST_PACKAGES := qemu-system-x86 busybox-static bluez bluez-test-tools python3-venv chromium chromium-driver gdb \
+TEST_PACKAGES := qemu-system-x86 busybox-static bluez bluez-test-tools python3-venv chromium chromium-driver gdb python3-jsonschema \
                  dpkg-dev lintian debootstrap podman runc nginx prometheus jq curl
 # The LIFX LAN tests' peer: lifx-emulator from PyPI, in a venv under .build (never committed).
 LIFX_EMULATOR := .build/lifx-venv/bin/lifx-emulator

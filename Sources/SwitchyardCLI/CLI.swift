@@ -33,8 +33,9 @@ public func loadOrExit(_ path: String, upstreams: [any Upstream] = upstreams) ->
         return try SwitchyardConfig.load(path: path, upstreams: upstreams)
     } catch {
         let n = error.problems.count
+        let files = Set(error.problems.map(\.file)).subtracting([path]).sorted()
         Console.err(error.problems.map(\.description).joined(separator: "\n") + "\n"
-                    + "\(n) problem\(n == 1 ? "" : "s") in \(path); nothing started\n")
+                    + "\(n) problem\(n == 1 ? "" : "s") in \(([path] + files).joined(separator: " and ")); nothing started\n")
         exit(2)
     }
 }

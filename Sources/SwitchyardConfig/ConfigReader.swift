@@ -31,19 +31,24 @@ public struct ConfigErrors: Error, Sendable, CustomStringConvertible {
 /// instead of stopping at the first (Decodable stops at the first error and has no positions).
 /// Unknown keys are problems too: a typo must not pass silently.
 final class ConfigReader {
-    let file: String
+    /// The files marks point into: the main file, then its changes file (`YAMLMark.file`).
+    let files: [String]
+    var file: String { files[0] }
     let environment: [String: String]
     private(set) var problems: [ConfigProblem] = []
     /// Values read from secret keys, so that they can be checked never to leak.
     fileprivate(set) var secrets: [String] = []
+    /// Set while the schema is being made: the reading records what it reads (`ConfigSchema`).
+    var probe: SchemaProbe?
 
-    init(file: String, environment: [String: String]) {
-        self.file = file
+    init(files: [String], environment: [String: String]) {
+        self.files = files
         self.environment = environment
     }
 
     func problem(_ mark: YAMLMark?, _ path: String, _ message: String) {
-        problems.append(ConfigProblem(file: file, line: mark?.line ?? 1, column: mark?.column ?? 1, path: path, message: message))
+        let f = mark.map { Int($0.file) < files.count ? files[Int($0.file)] : file } ?? file
+        problems.append(ConfigProblem(file: f, line: mark?.line ?? 1, column: mark?.column ?? 1, path: path, message: message))
     }
 
     /// `${NAME}` and `${NAME:-default}`; `$$` is a literal `$`.
@@ -101,6 +106,14 @@ public final class ConfigSection {
     /// Keys (paths relative to this section, list items without their index: `devices.agent_id`) whose
     /// values are secrets whatever getter read them; set by the upstream's registration.
     var secretKeys: Set<String> = []
+    /// The section this one was read from (nil for the file's root).
+    weak var parent: ConfigSection?
+    /// What a change of this section's keys takes to apply (nil: as its parent's).
+    var restart: ConfigRestart? { didSet { schema?.restart = restart } }
+    /// Keys of this section whose change takes something else than the section's `restart`.
+    var keyRestart: [String: ConfigRestart] = [:] { didSet { schema?.keyRestart = keyRestart } }
+    /// What the reading says about the section's keys, when the schema is being made (`ConfigSchema`).
+    let schema: SchemaObject?
 
     enum Recorded {
         case value(JSONValue)
@@ -113,6 +126,7 @@ public final class ConfigSection {
         self.reader = reader
         self.path = path
         self.mark = node?.mark
+        schema = reader.probe.map { $0.object(at: path) }
         guard let node else { return }
         guard case .mapping(let m, _) = node else {
             if !Self.isNull(node) { reader.problem(node.mark, path, "expected a mapping of keys, got \(Self.kind(node))") }
@@ -141,6 +155,22 @@ public final class ConfigSection {
     }
 
     // MARK: problems
+
+    /// What changing this section's keys takes: applied at once (`none`), the console restarted, the
+    /// adapter restarted, or the bridge restarted by its operator.
+    public var effectiveRestart: ConfigRestart { restart ?? parent?.effectiveRestart ?? .bridge }
+
+    /// Marks key `k` as needing `r` to apply, unlike the rest of the section.
+    public func restart(_ k: String, _ r: ConfigRestart) { keyRestart[k] = r }
+
+    func describe(_ k: String, _ scalar: SchemaObject.Scalar) { describe(k, .scalar(scalar)) }
+
+    func describe(_ k: String, object o: SchemaObject) { describe(k, .object(o)) }
+
+    func describe(_ k: String, _ item: SchemaObject.Item) {
+        guard let schema else { return }
+        schema.set(k, item)
+    }
 
     /// The full path of a key of this section, for messages.
     public func key(_ k: String) -> String { path.isEmpty ? k : "\(path).\(k)" }
@@ -198,8 +228,14 @@ public final class ConfigSection {
         return e.value
     }
 
-    /// Whether the key is given (and not null).
-    public func has(_ k: String) -> Bool { entries.contains { $0.key == k && !Self.isNull($0.value) } }
+    /// Whether the key is given (and not null). When the schema is being made, every key is: the reading
+    /// then takes every branch that depends on a key being there.
+    public func has(_ k: String) -> Bool {
+        // A key the reading asks about is one it knows ("unknown key" lists it).
+        used.insert(k)
+        if reader.probe != nil { return true }
+        return entries.contains { $0.key == k && !Self.isNull($0.value) }
+    }
 
     /// A scalar with `${ENV}` expanded, unrecorded; nil (and a problem) when it is not a scalar.
     func raw(_ k: String) -> (String, YAMLMark?)? {
@@ -212,22 +248,26 @@ public final class ConfigSection {
         return (expanded, n.mark)
     }
 
-    /// A single value as text, with its position (for messages about it).
-    public func scalar(_ k: String) -> (String, YAMLMark?)? {
+    /// A single value as text, with its position (for messages about it). `shownDefault` is what the
+    /// schema shows as its default (the value the reading site uses when the key is not given).
+    public func scalar(_ k: String, doc: String = "", shownDefault: JSONValue? = nil) -> (String, YAMLMark?)? {
+        describe(k, .init(type: "string", def: shownDefault, doc: doc))
         let v = raw(k)
         record(k, .value(v.map { .string($0.0) } ?? .null))
         return v
     }
 
-    public func string(_ k: String, _ def: String) -> String {
+    public func string(_ k: String, _ def: String, doc: String = "") -> String {
+        describe(k, .init(type: "string", def: def.isEmpty ? nil : .string(def), doc: doc))
         let v = raw(k)?.0 ?? def
         record(k, .value(.string(v)))
         return v
     }
 
-    public func string(_ k: String) -> String? { scalar(k)?.0 }
+    public func string(_ k: String, doc: String = "") -> String? { scalar(k, doc: doc)?.0 }
 
-    public func int(_ k: String, _ def: Int, min lo: Int = Int.min, max hi: Int = Int.max) -> Int {
+    public func int(_ k: String, _ def: Int, min lo: Int = Int.min, max hi: Int = Int.max, doc: String = "") -> Int {
+        describe(k, .init(type: "integer", def: JSONValue(def), min: lo == Int.min ? nil : Double(lo), max: hi == Int.max ? nil : Double(hi), doc: doc))
         var v = def
         if let (s, mark) = raw(k) {
             if let n = Int(s) {
@@ -240,7 +280,8 @@ public final class ConfigSection {
         return v
     }
 
-    public func double(_ k: String, _ def: Double, min lo: Double = -Double.infinity, max hi: Double = Double.infinity) -> Double {
+    public func double(_ k: String, _ def: Double, min lo: Double = -Double.infinity, max hi: Double = Double.infinity, doc: String = "") -> Double {
+        describe(k, .init(type: "number", def: .number(def), min: lo.isFinite ? lo : nil, max: hi.isFinite ? hi : nil, doc: doc))
         var v = def
         if let (s, mark) = raw(k) {
             if let n = Double(s), n.isFinite {
@@ -257,7 +298,8 @@ public final class ConfigSection {
         return v
     }
 
-    public func bool(_ k: String, _ def: Bool) -> Bool {
+    public func bool(_ k: String, _ def: Bool, doc: String = "") -> Bool {
+        describe(k, .init(type: "boolean", def: .bool(def), doc: doc))
         var v = def
         if let (s, mark) = raw(k) {
             switch s.lowercased() {
@@ -270,8 +312,34 @@ public final class ConfigSection {
         return v
     }
 
-    public func choice(_ k: String, _ def: String, _ allowed: [String]) -> String {
+    /// An override: nil when the key is not given (the schema shows `def` as the bridge's own value).
+    public func optionalInt(_ k: String, _ def: Int, min lo: Int = Int.min, max hi: Int = Int.max, doc: String = "") -> Int? {
+        let given = has(k)
+        let v = int(k, def, min: lo, max: hi, doc: doc)
+        return given ? v : nil
+    }
+
+    public func optionalDouble(_ k: String, _ def: Double, min lo: Double = -Double.infinity, max hi: Double = Double.infinity,
+                               doc: String = "") -> Double? {
+        let given = has(k)
+        let v = double(k, def, min: lo, max: hi, doc: doc)
+        return given ? v : nil
+    }
+
+    public func optionalBool(_ k: String, _ def: Bool, doc: String = "") -> Bool? {
+        let given = has(k)
+        let v = bool(k, def, doc: doc)
+        return given ? v : nil
+    }
+
+    public func choice(_ k: String, _ def: String, _ allowed: [String], doc: String = "") -> String {
+        describe(k, .init(type: "string", def: .string(def), choices: allowed, doc: doc))
         var v = def
+        if let probe = reader.probe {
+            // The schema explores each value of a choice in turn: the keys read only for some values.
+            probe.choice(section: path, key: k, allowed: allowed, def: def)
+            v = probe.forced["\(path)\u{0}\(k)"] ?? def
+        }
         if let (s, mark) = raw(k) {
             if allowed.contains(s) { v = s } else { reader.problem(mark, key(k), "expected one of \(allowed.joined(separator: ", ")), got '\(s)'") }
         }
@@ -279,14 +347,25 @@ public final class ConfigSection {
         return v
     }
 
-    public func section(_ k: String) -> ConfigSection {
+    public func section(_ k: String, doc: String = "") -> ConfigSection {
         let s = ConfigSection(reader: reader, path: key(k), node: node(k))
+        s.parent = self
+        if let o = s.schema {
+            o.doc = doc
+            describe(k, object: o)
+        }
         record(k, .section(s))
         return s
     }
 
     /// A list of mappings.
-    public func list(_ k: String) -> [ConfigSection] {
+    public func list(_ k: String, doc: String = "") -> [ConfigSection] {
+        if reader.probe != nil {
+            let item = ConfigSection(reader: reader, path: "\(key(k))[]", node: nil)
+            item.parent = self
+            describe(k, .array(.object(item.schema!), doc: doc))
+            return [item]
+        }
         guard let n = node(k) else { record(k, .list([])); return [] }
         guard case .sequence(let seq, _) = n else {
             reader.problem(n.mark, key(k), "expected a list, got \(Self.kind(n))")
@@ -294,13 +373,15 @@ public final class ConfigSection {
             return []
         }
         let items = seq.enumerated().map { i, item in ConfigSection(reader: reader, path: "\(key(k))[\(i)]", node: item) }
+        for i in items { i.parent = self }
         record(k, .list(items))
         return items
     }
 
     /// A mapping of plain string keys to single values (`names: {id: name}`), with each value's mark.
-    public func stringMap(_ k: String) -> [(key: String, value: String, mark: YAMLMark?)] {
-        let m = section(k)
+    public func stringMap(_ k: String, doc: String = "") -> [(key: String, value: String, mark: YAMLMark?)] {
+        let m = section(k, doc: doc)
+        m.schema?.additional = .scalar(.init(type: "string", doc: ""))
         var out: [(key: String, value: String, mark: YAMLMark?)] = []
         for e in m.entries {
             if let (v, mark) = m.scalar(e.key) { out.append((e.key, v, mark)) }
@@ -309,7 +390,8 @@ public final class ConfigSection {
     }
 
     /// A list of plain values (`channels: [a, b]`), each with its mark.
-    public func stringList(_ k: String) -> [(String, YAMLMark?)] {
+    public func stringList(_ k: String, doc: String = "") -> [(String, YAMLMark?)] {
+        describe(k, .array(.scalar(.init(type: "string", doc: "")), doc: doc))
         var out: [(String, YAMLMark?)] = []
         defer { record(k, .value(.array(out.map { .string($0.0) }))) }
         guard let n = node(k) else { return [] }
@@ -328,18 +410,28 @@ public final class ConfigSection {
     }
 
     /// A mapping of names to mappings (`profiles: {name: {...}}`).
-    public func sections(_ k: String) -> [(key: String, section: ConfigSection)] {
-        let m = section(k)
+    public func sections(_ k: String, doc: String = "") -> [(key: String, section: ConfigSection)] {
+        let m = section(k, doc: doc)
+        if reader.probe != nil {
+            let entry = ConfigSection(reader: reader, path: m.key("<name>"), node: nil)
+            entry.parent = m
+            m.schema?.additional = .object(entry.schema!)
+            return [("name", entry)]
+        }
         return m.entries.map { e in
             m.used.insert(e.key)
             let s = ConfigSection(reader: reader, path: m.key(e.key), node: e.value)
+            s.parent = m
             m.record(e.key, .section(s))
             return (e.key, s)
         }
     }
 
     /// A secret: `<k>` (with `${ENV}`) or `<k>_file` (read from that file), never both. Shown as `***`.
-    public func secret(_ k: String) -> String? {
+    public func secret(_ k: String, doc: String = "") -> String? {
+        describe(k, .init(type: "string", secret: true, doc: doc))
+        describe("\(k)_file", .init(type: "string", doc: "A file holding \(k) (its last line break is not part of it); give either \(k) or \(k)_file."))
+        schema?.exclusive.append((k, "\(k)_file"))
         let value = readSecret(k)
         record(k, .secret(present: value != nil))
         return value
@@ -383,8 +475,8 @@ public final class ConfigSection {
 extension ConfigSection {
     /// An upstream URL that carries a secret: https, or http only to a loopback simulator. Without a
     /// trailing slash.
-    public func cloudURL(_ k: String, _ def: String, secret: String) -> String {
-        guard let (url, mark) = scalar(k) else { record(k, .string(def)); return def }
+    public func cloudURL(_ k: String, _ def: String, secret: String, doc: String = "") -> String {
+        guard let (url, mark) = scalar(k, doc: doc, shownDefault: .string(def)) else { record(k, .string(def)); return def }
         if let comps = URLComponents(string: url), let scheme = comps.scheme?.lowercased(), let host = comps.host, !host.isEmpty,
            scheme == "https" || (scheme == "http" && ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host)) {
             let v = url.hasSuffix("/") ? String(url.dropLast()) : url
@@ -397,8 +489,8 @@ extension ConfigSection {
     }
 
     /// A list item's `name`: present, a valid topic name, unique in its list (`seen`).
-    public func deviceName(seen: inout Set<String>, missing: String) -> String {
-        let name = string("name") ?? ""
+    public func deviceName(seen: inout Set<String>, missing: String, doc: String = "The device's name: its topic (switchyard/<adapter>/<name>) and stable id; '/' makes folders.") -> String {
+        let name = string("name", doc: doc) ?? ""
         if name.isEmpty {
             reader.problem(mark, path + ".name", missing)
         } else if let p = Naming.problem(withName: name) {

@@ -80,12 +80,18 @@ public struct SwitchyardConfig: Sendable, Equatable {
     public var redactedJSON: JSONValue = .object([:])
     /// Every secret value read (for leak checks in tests); never printed.
     public var secretValues: [String] = []
+    /// Per-device options (`devices:`), by adapter and device name.
+    public var deviceOptions: [String: [String: DeviceOptions]] = [:]
+    /// The bytes this config was read from (the main file and its changes file), for editing it and for
+    /// noticing that the files changed since (`ConfigEditor`). Not part of `==`.
+    public var source: ConfigSource?
 
     public init() {}
 
     public static func == (a: SwitchyardConfig, b: SwitchyardConfig) -> Bool {
         a.file == b.file && a.stateDir == b.stateDir && a.log == b.log && a.mqtt == b.mqtt && a.homeassistant == b.homeassistant
-            && a.healthInterval == b.healthInterval && a.web == b.web && a.standby == b.standby && a.upstreams.count == b.upstreams.count
+            && a.healthInterval == b.healthInterval && a.web == b.web && a.standby == b.standby && a.deviceOptions == b.deviceOptions
+            && a.upstreams.count == b.upstreams.count
             && zip(a.upstreams, b.upstreams).allSatisfy { $0.isSame(as: $1) }
     }
 
@@ -95,62 +101,112 @@ public struct SwitchyardConfig: Sendable, Equatable {
     /// The settings of a registered upstream, if its section is in the file.
     public func settings<U: Upstream>(_ u: U) -> U.Settings? { upstream(u.key)?.settings as? U.Settings }
 
-    /// Reads and validates a config file. Throws every problem at once.
+    /// Reads and validates a config file, with its changes file (`ConfigSource.changesFile`) merged over it
+    /// when there is one. Throws every problem of both at once, each with its own file's position.
     public static func load(path: String, upstreams: [any Upstream],
                             environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigErrors) -> SwitchyardConfig {
-        let text: String
-        do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
+        guard let bytes = ConfigFiles.read(path) else {
             throw ConfigErrors(problems: [ConfigProblem(file: path, line: 1, column: 1, path: "", message: "cannot read the config file")])
         }
-        return try parse(yaml: text, file: path, upstreams: upstreams, environment: environment)
+        let source = ConfigSource.locate(path: path, bytes: bytes, environment: environment)
+        if let p = source.changesProblem {
+            throw ConfigErrors(problems: [ConfigProblem(file: source.changesPath, line: 1, column: 1, path: "", message: p)])
+        }
+        return try read(source, upstreams: upstreams, environment: environment)
     }
 
+    /// One file's text, without a changes file.
     public static func parse(yaml: String, file: String, upstreams: [any Upstream],
                              environment: [String: String] = [:]) throws(ConfigErrors) -> SwitchyardConfig {
-        let root: YAMLNode?
+        try read(ConfigSource(path: file, bytes: Array(yaml.utf8), changesPath: "", changes: nil), upstreams: upstreams, environment: environment)
+    }
+
+    /// Reads the files of `source`: the main file, and its changes merged over it key by key.
+    public static func read(_ source: ConfigSource, upstreams: [any Upstream],
+                            environment: [String: String] = [:]) throws(ConfigErrors) -> SwitchyardConfig {
+        let file = source.path
+        var root: YAMLNode?
+        var overlay: YAMLNode?
+        var syntax: [ConfigProblem] = []
         do {
-            root = try YAMLDocument.compose(yaml)
+            root = try YAMLDocument.compose(String(decoding: source.bytes, as: UTF8.self))
         } catch {
-            throw ConfigErrors(problems: [ConfigProblem(file: file, line: error.mark.line, column: error.mark.column, path: "", message: error.message)])
+            syntax.append(ConfigProblem(file: file, line: error.mark.line, column: error.mark.column, path: "", message: error.message))
         }
-        let reader = ConfigReader(file: file, environment: environment)
+        if let changes = source.changes {
+            do {
+                overlay = try YAMLDocument.compose(String(decoding: changes, as: UTF8.self), file: 1)
+            } catch {
+                syntax.append(ConfigProblem(file: source.changesPath, line: error.mark.line, column: error.mark.column, path: "", message: error.message))
+            }
+        }
+        if !syntax.isEmpty { throw ConfigErrors(problems: syntax) }
+        let reader = ConfigReader(files: [file, source.changesPath], environment: environment)
+        if let overlay {
+            if case .mapping(let pairs, _) = overlay, let sd = pairs.first(where: { if case .scalar(let k) = $0.key { k.string == "state_dir" } else { false } }) {
+                reader.problem(sd.key.mark, "state_dir", "cannot be changed in \(source.changesPath): that file is found under state_dir; change it in \(file)")
+            }
+            root = YAMLNode.merge(root, overlay)
+        }
+        var c = try read(root: root, reader: reader, upstreams: upstreams, environment: environment)
+        c.source = source
+        return c
+    }
+
+    static func read(root: YAMLNode?, reader: ConfigReader, upstreams: [any Upstream],
+                     environment: [String: String]) throws(ConfigErrors) -> SwitchyardConfig {
+        let file = reader.file
         var c = SwitchyardConfig()
         c.file = file
         let top = ConfigSection(reader: reader, path: "", node: root)
 
-        c.stateDir = top.string("state_dir", environment["STATE_DIRECTORY"] ?? "/var/lib/switchyard")
+        top.restart = .bridge
+        c.stateDir = top.string("state_dir", environment["STATE_DIRECTORY"] ?? "/var/lib/switchyard",
+                                doc: "Where the bridge writes files (Livecoding tokens, config-changes.yaml); default $STATE_DIRECTORY under systemd.")
 
-        let log = top.section("log")
-        c.log.level = log.choice("level", "info", ["trace", "debug", "info", "notice", "warning", "error", "critical"])
-        c.log.format = log.choice("format", "text", ["text", "json"])
+        let log = top.section("log", doc: "Logging.")
+        log.restart = .atOnce
+        log.restart("format", .bridge)
+        c.log.level = log.choice("level", "info", ["trace", "debug", "info", "notice", "warning", "error", "critical"],
+                                 doc: "The least severe level logged (--log-level outranks it).")
+        c.log.format = log.choice("format", "text", ["text", "json"], doc: "text, or json: one object per line.")
         log.finish()
 
-        readMQTT(top.section("mqtt"), into: &c.mqtt)
+        let mqtt = top.section("mqtt", doc: "The MQTT broker and how the bridge talks to it.")
+        mqtt.restart = .bridge
+        readMQTT(mqtt, into: &c.mqtt)
 
-        let ha = top.section("homeassistant")
-        c.homeassistant.discovery = ha.bool("discovery", true)
-        c.homeassistant.prefix = topicPrefix(ha, "prefix", "homeassistant")
-        c.homeassistant.statusTopic = topicPrefix(ha, "status_topic", "homeassistant/status")
-        if let (url, _) = ha.scalar("support_url") {
+        let ha = top.section("homeassistant", doc: "Home Assistant MQTT discovery.")
+        ha.restart = .bridge
+        c.homeassistant.discovery = ha.bool("discovery", true, doc: "Announce devices to Home Assistant by MQTT discovery.")
+        c.homeassistant.prefix = topicPrefix(ha, "prefix", "homeassistant", doc: "Home Assistant's discovery prefix.")
+        c.homeassistant.statusTopic = topicPrefix(ha, "status_topic", "homeassistant/status",
+                                                  doc: "Home Assistant's birth topic: \"online\" there re-announces every device.")
+        if let (url, _) = ha.scalar("support_url", doc: "An http(s):// link shown in Home Assistant as the integration's support link.") {
             if url.hasPrefix("https://") || url.hasPrefix("http://") { c.homeassistant.supportURL = url } else {
                 ha.problem(at: "support_url", "expected an http(s):// URL, got '\(url)'")
             }
         }
         ha.finish()
 
-        let health = top.section("health")
-        c.healthInterval = health.double("interval", 60, min: 1, max: 86_400)
+        let health = top.section("health", doc: "The bridge's health report (bridge/health).")
+        health.restart = .atOnce
+        c.healthInterval = health.double("interval", 60, min: 1, max: 86_400, doc: "Seconds between bridge/health publishes.")
         health.finish()
 
-        readWeb(top.section("web"), into: &c.web)
-        readStandby(top.section("standby"), into: &c.standby)
+        let web = top.section("web", doc: "The operator console (docs/console.md): the page, /metrics, /livez and /readyz.")
+        web.restart = .console
+        readWeb(web, into: &c.web)
+        let standby = top.section("standby", doc: "Hot standby (docs/operations.md \"Two bridges, one home\"): instances with the same base topic and client id, one active at a time.")
+        standby.restart = .bridge
+        readStandby(standby, into: &c.standby)
 
         let bridge = BridgeConfigContext(baseTopic: c.mqtt.baseTopic, stateDir: c.stateDir)
         for u in upstreams where top.has(u.key) {
-            c.upstreams.append(u.configure(top.section(u.key), bridge: bridge))
+            c.upstreams.append(u.configure(top.section(u.key, doc: u.summary), bridge: bridge))
         }
+        c.deviceOptions = DeviceOptions.read(top.section("devices", doc: "Per-device options, by adapter and device name."),
+                                             adapters: upstreams.map(\.key))
         top.finish()
         c.redactedJSON = top.redacted
         c.secretValues = reader.secrets
@@ -158,8 +214,8 @@ public struct SwitchyardConfig: Sendable, Equatable {
         return c
     }
 
-    static func topicPrefix(_ s: ConfigSection, _ key: String, _ def: String) -> String {
-        guard let (v, mark) = s.scalar(key) else { s.record(key, .string(def)); return def }
+    static func topicPrefix(_ s: ConfigSection, _ key: String, _ def: String, doc: String) -> String {
+        guard let (v, mark) = s.scalar(key, doc: doc, shownDefault: .string(def)) else { s.record(key, .string(def)); return def }
         if v.isEmpty || v.contains("+") || v.contains("#") || v.hasPrefix("/") || v.hasSuffix("/") {
             s.reader.problem(mark, s.key(key), "'\(v)' is not a valid topic (no + or #, no leading or trailing /)")
             s.record(key, .string(def))
@@ -170,7 +226,8 @@ public struct SwitchyardConfig: Sendable, Equatable {
 
     static func readMQTT(_ m: ConfigSection, into c: inout MQTT) {
         let r = m.reader
-        if let (url, mark) = m.scalar("url") {
+        if let (url, mark) = m.scalar("url", doc: "mqtt://host[:port] or mqtts://host[:port] (default ports 1883 and 8883); no credentials here.",
+                                      shownDefault: "mqtt://127.0.0.1:1883") {
             c.url = url
             if let comps = URLComponents(string: url), let scheme = comps.scheme?.lowercased(), ["mqtt", "mqtts"].contains(scheme),
                let host = comps.host, !host.isEmpty {
@@ -186,52 +243,61 @@ public struct SwitchyardConfig: Sendable, Equatable {
         }
         // Shown normalised: never anything of the URL but its scheme, host and port.
         m.record("url", .string("\(c.useTLS ? "mqtts" : "mqtt")://\(c.host):\(c.port)"))
-        c.baseTopic = topicPrefix(m, "base_topic", "switchyard")
-        switch m.choice("protocol", "3.1.1", ["3.1.1", "5", "5.0"]) {
+        c.baseTopic = topicPrefix(m, "base_topic", "switchyard", doc: "Every topic of the bridge starts with this.")
+        switch m.choice("protocol", "3.1.1", ["3.1.1", "5", "5.0"], doc: "The MQTT protocol version: 3.1.1 or 5.") {
         case "5", "5.0": c.protocolVersion = 5
         default: c.protocolVersion = 4
         }
-        c.clientID = m.string("client_id", "switchyard-\(c.baseTopic.replacing("/", with: "-"))")
+        c.clientID = m.string("client_id", "switchyard-\(c.baseTopic.replacing("/", with: "-"))",
+                              doc: "The MQTT client id, stable for the persistent session; default switchyard-<base_topic>.")
         if c.clientID.isEmpty || c.clientID.utf8.count > 65_535 { r.problem(m.mark(of: "client_id"), m.key("client_id"), "must not be empty") }
-        c.username = m.string("username")
-        c.password = m.secret("password")
+        c.username = m.string("username", doc: "The broker user name.")
+        c.password = m.secret("password", doc: "The broker password (needs username).")
         if c.password != nil && c.username == nil {
             r.problem(m.mark(of: "password"), m.key("password"), "a password needs mqtt.username")
         }
-        c.keepalive = m.int("keepalive", 60, min: 5, max: 65_535)
-        c.sessionExpiry = m.int("session_expiry", 3600, min: 0, max: 4_294_967_295)
-        c.commandMaxAge = m.double("command_max_age", 30, min: 0)
-        c.maxPayload = m.int("max_payload", 256 * 1024, min: 1, max: 268_435_455)
-        c.maxInflight = m.int("max_inflight", 100, min: 1, max: 65_535)
-        c.maxTopicAliases = m.int("max_topic_aliases", 1_000, min: 0, max: 65_535)
-        let expiry = m.section("message_expiry")
-        c.expiryEvents = expiry.int("events", 0, min: 0, max: 4_294_967_295)
-        c.expiryLogs = expiry.int("logs", 0, min: 0, max: 4_294_967_295)
-        c.expiryResults = expiry.int("results", 0, min: 0, max: 4_294_967_295)
+        c.keepalive = m.int("keepalive", 60, min: 5, max: 65_535, doc: "Seconds between keepalive pings.")
+        c.sessionExpiry = m.int("session_expiry", 3600, min: 0, max: 4_294_967_295,
+                                doc: "MQTT 5 session expiry, seconds (3.1.1 uses clean_session=false).")
+        c.commandMaxAge = m.double("command_max_age", 30, min: 0,
+                                   doc: "Seconds; older commands are dropped when their age is known (MQTT 5 user property timestamp).")
+        c.maxPayload = m.int("max_payload", 256 * 1024, min: 1, max: 268_435_455,
+                             doc: "Bytes: a larger inbound payload is refused with a bridge/log line.")
+        c.maxInflight = m.int("max_inflight", 100, min: 1, max: 65_535, doc: "QoS 1 messages awaiting PUBACK at once; the rest wait in the outbox.")
+        c.maxTopicAliases = m.int("max_topic_aliases", 1_000, min: 0, max: 65_535,
+                                  doc: "MQTT 5 topic aliases the bridge may use on a connection (0: none; fewer when the broker allows fewer).")
+        let expiry = m.section("message_expiry", doc: "MQTT 5 Message Expiry Interval of non-retained messages, seconds (0: never).")
+        c.expiryEvents = expiry.int("events", 0, min: 0, max: 4_294_967_295, doc: "Seconds a bridge/event message lives on the broker (0: never expires).")
+        c.expiryLogs = expiry.int("logs", 0, min: 0, max: 4_294_967_295, doc: "Seconds a bridge/log message lives on the broker (0: never expires).")
+        c.expiryResults = expiry.int("results", 0, min: 0, max: 4_294_967_295,
+                                     doc: "Seconds a result or response lives on the broker (0: never expires).")
         expiry.finish()
-        let outbox = m.section("outbox")
-        c.outboxMaxEvents = outbox.int("max_events", 10_000, min: 0, max: 10_000_000)
-        c.outboxMaxEventBytes = outbox.int("max_event_bytes", 8 << 20, min: 0, max: 1 << 40)
+        let outbox = m.section("outbox", doc: "What is kept while the broker is away.")
+        c.outboxMaxEvents = outbox.int("max_events", 10_000, min: 0, max: 10_000_000,
+                                       doc: "Non-retained messages kept while disconnected; the oldest is dropped past this.")
+        c.outboxMaxEventBytes = outbox.int("max_event_bytes", 8 << 20, min: 0, max: 1 << 40,
+                                           doc: "Payload bytes of the non-retained messages kept while disconnected.")
         outbox.finish()
-        let inbound = m.section("inbound")
-        c.inboundMaxMessages = inbound.int("max_messages", 1_000, min: 1, max: 1_000_000)
-        c.inboundMaxBytes = inbound.int("max_bytes", 4 << 20, min: 1, max: 1 << 40)
+        let inbound = m.section("inbound", doc: "Received messages waiting for the bridge's core; at either bound the socket is not read.")
+        c.inboundMaxMessages = inbound.int("max_messages", 1_000, min: 1, max: 1_000_000, doc: "Messages waiting at most.")
+        c.inboundMaxBytes = inbound.int("max_bytes", 4 << 20, min: 1, max: 1 << 40, doc: "Payload bytes waiting at most.")
         inbound.finish()
-        let rc = m.section("reconnect")
-        c.reconnectMinDelay = rc.double("min_delay", 0.1, min: 0.01, max: 3600)
-        c.reconnectMaxDelay = rc.double("max_delay", 1, min: 0.01, max: 86_400)
-        c.connectTimeout = rc.double("connect_timeout", 10, min: 0.1, max: 3600)
-        c.stuckAfter = rc.double("stuck_after", 120, min: 1, max: 86_400)
+        let rc = m.section("reconnect", doc: "Reconnecting after a lost connection (the first attempt is immediate).")
+        c.reconnectMinDelay = rc.double("min_delay", 0.1, min: 0.01, max: 3600, doc: "Seconds before the second attempt; the delay doubles per failure.")
+        c.reconnectMaxDelay = rc.double("max_delay", 1, min: 0.01, max: 86_400, doc: "Seconds: the longest delay between attempts (at least min_delay).")
+        c.connectTimeout = rc.double("connect_timeout", 10, min: 0.1, max: 3600, doc: "Seconds without a CONNACK that make an attempt fail.")
+        c.stuckAfter = rc.double("stuck_after", 120, min: 1, max: 86_400,
+                                 doc: "Seconds without a connection after which the MQTT client is destroyed and made anew.")
         if c.reconnectMaxDelay < c.reconnectMinDelay {
             r.problem(rc.mark(of: "max_delay"), rc.key("max_delay"), "must not be smaller than min_delay")
         }
         rc.finish()
-        let tls = m.section("tls")
-        c.tls.caFile = tls.string("ca_file")
-        c.tls.caPath = tls.string("ca_path")
-        c.tls.certFile = tls.string("cert_file")
-        c.tls.keyFile = tls.string("key_file")
-        c.tls.verify = tls.bool("verify", true)
+        let tls = m.section("tls", doc: "TLS, with an mqtts:// url only.")
+        c.tls.caFile = tls.string("ca_file", doc: "A PEM file of CA certificates (default: the system's store).")
+        c.tls.caPath = tls.string("ca_path", doc: "A directory of CA certificates.")
+        c.tls.certFile = tls.string("cert_file", doc: "The client certificate (with key_file).")
+        c.tls.keyFile = tls.string("key_file", doc: "The client certificate's key (with cert_file).")
+        c.tls.verify = tls.bool("verify", true, doc: "Verify the broker's certificate and host name; false only for lab brokers.")
         for (k, v) in [("ca_file", c.tls.caFile), ("cert_file", c.tls.certFile), ("key_file", c.tls.keyFile)] {
             if let v, !FileManager.default.isReadableFile(atPath: v) {
                 r.problem(tls.mark(of: k), tls.key(k), "file '\(v)' cannot be read")

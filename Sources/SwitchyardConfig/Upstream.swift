@@ -37,6 +37,9 @@ public protocol Upstream: Sendable {
     /// the adapter type's `id` (`LIFXAdapter.id`), so that it is written once.
     var key: String { get }
 
+    /// What the section is, one sentence (the schema's description of it).
+    var summary: String { get }
+
     /// Keys of the section that hold secrets (paths relative to it; a list's items without their
     /// index, `devices.agent_id`). They show as `***` on bridge/info whichever getter read them;
     /// `ConfigSection.secret` also reads the `<key>_file` form.
@@ -60,6 +63,7 @@ public protocol Upstream: Sendable {
 }
 
 extension Upstream {
+    public var summary: String { "" }
     public var secretKeys: Set<String> { [] }
     public func needsRestart(from old: Settings, to new: Settings) -> Bool { old != new }
     public func authorize(_ settings: Settings, options: AuthorizationOptions) async throws -> String? { nil }
@@ -67,6 +71,7 @@ extension Upstream {
     /// Reads this upstream's section of a file into a configured upstream.
     func configure(_ section: ConfigSection, bridge: BridgeConfigContext) -> ConfiguredUpstream {
         section.secretKeys = secretKeys
+        section.restart = .adapter
         let settings = read(section, bridge: bridge)
         return configured(settings)
     }

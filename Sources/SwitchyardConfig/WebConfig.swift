@@ -92,8 +92,9 @@ extension SwitchyardConfig {
 
     static func readWeb(_ w: ConfigSection, into c: inout Web) {
         let r = w.reader
-        c.enabled = w.bool("enabled", true)
-        if let (listen, mark) = w.scalar("listen") {
+        c.enabled = w.bool("enabled", true, doc: "Serve the console (on loopback only unless auth_token is given).")
+        if let (listen, mark) = w.scalar("listen", doc: "host:port ([::1]:9180 for IPv6); anything but loopback needs auth_token.",
+                                         shownDefault: "127.0.0.1:9180") {
             if let (host, port) = Web.parseListen(listen) {
                 (c.host, c.port) = (host, port)
             } else {
@@ -101,7 +102,8 @@ extension SwitchyardConfig {
             }
         }
         w.record("listen", .string("\(Web.hostForURL(c.host)):\(c.port)"))
-        if let (given, mark) = w.scalar("base_path") {
+        if let (given, mark) = w.scalar("base_path", doc: "Serve the console under this path (/switchyard), e.g. behind a reverse proxy; empty: at /.",
+                                        shownDefault: .string("")) {
             if let p = Web.normalizedBasePath(given) {
                 c.basePath = p
             } else {
@@ -110,19 +112,20 @@ extension SwitchyardConfig {
             }
         }
         w.record("base_path", .string(c.basePath))
-        c.authToken = w.secret("auth_token")
+        c.authToken = w.secret("auth_token", doc: "The console's token, at least 16 characters (openssl rand -hex 24).")
         if let t = c.authToken, t.utf8.count < 16 {
             r.problem(w.mark(of: w.has("auth_token") ? "auth_token" : "auth_token_file"), w.key(w.has("auth_token") ? "auth_token" : "auth_token_file"),
                       "a token shorter than 16 characters is too easy to guess (e.g. openssl rand -hex 24)")
         }
-        c.tlsCert = w.string("tls_cert")
-        c.tlsKey = w.string("tls_key")
+        c.tlsCert = w.string("tls_cert", doc: "Serve https://: the PEM certificate chain (with tls_key).")
+        c.tlsKey = w.string("tls_key", doc: "The PEM key of tls_cert.")
         for (k, v) in [("tls_cert", c.tlsCert), ("tls_key", c.tlsKey)] {
             if let v, !FileManager.default.isReadableFile(atPath: v) { r.problem(w.mark(of: k), w.key(k), "file '\(v)' cannot be read") }
         }
         if (c.tlsCert == nil) != (c.tlsKey == nil) { r.problem(w.mark, w.path, "tls_cert and tls_key go together") }
-        c.maxClients = w.int("max_clients", 8, min: 1, max: Web.maxClientsLimit)
-        c.clientTimeout = w.double("client_timeout", 10, min: 1, max: 3600)
+        c.maxClients = w.int("max_clients", 8, min: 1, max: Web.maxClientsLimit, doc: "Pages open at once; one more is refused.")
+        c.clientTimeout = w.double("client_timeout", 10, min: 1, max: 3600,
+                                   doc: "Seconds: a page that has not taken its updates for this long is cut off.")
         if c.enabled, c.authToken == nil, !Web.isLoopback(c.host) {
             r.problem(w.mark(of: "listen"), w.key("listen"),
                       "listening on \(c.host) (not loopback) needs web.auth_token or web.auth_token_file: anyone who can reach it could switch your devices")

@@ -4,6 +4,8 @@ import CYAML
 public struct YAMLMark: Sendable, Equatable {
     public var line: Int
     public var column: Int
+    /// Which file of the config it is in: 0 the main file, 1 its changes file (`ConfigSource`).
+    var file: UInt8 = 0
 }
 
 struct YAMLScalar: Sendable {
@@ -39,7 +41,7 @@ struct YAMLSyntaxError: Error, Sendable {
 /// as errors. Nothing here goes through Foundation: a tag resolver built on NSRegularExpression (as
 /// Yams's is) would map ICU's regex engine and data into the daemon for good, for one read at start-up.
 enum YAMLDocument {
-    static func compose(_ text: String) throws(YAMLSyntaxError) -> YAMLNode? {
+    static func compose(_ text: String, file: UInt8 = 0) throws(YAMLSyntaxError) -> YAMLNode? {
         var parser = yaml_parser_t()
         guard yaml_parser_initialize(&parser) == 1 else {
             throw YAMLSyntaxError(message: "YAML parser could not start (out of memory)", mark: YAMLMark(line: 1, column: 1))
@@ -49,7 +51,7 @@ enum YAMLDocument {
         if bytes.isEmpty { return nil }
         return try bytes.withUnsafeMutableBufferPointer { (buf) throws(YAMLSyntaxError) -> YAMLNode? in
             yaml_parser_set_input_string(&parser, buf.baseAddress, buf.count)
-            var composer = Composer()
+            var composer = Composer(file: file)
             return try composer.run(&parser)
         }
     }
@@ -67,12 +69,15 @@ enum YAMLDocument {
             var pendingKey: YAMLNode?
             var keys: Set<String> = []
         }
+        let file: UInt8
         var stack: [Open] = []
         var anchors: [String: YAMLNode] = [:]
         var root: YAMLNode?
         var documents = 0
 
-        static func mark(_ m: yaml_mark_t) -> YAMLMark { YAMLMark(line: Int(m.line) + 1, column: Int(m.column) + 1) }
+        init(file: UInt8) { self.file = file }
+
+        func mark(_ m: yaml_mark_t) -> YAMLMark { YAMLMark(line: Int(m.line) + 1, column: Int(m.column) + 1, file: file) }
 
         /// An anchor name (NUL-terminated) or, with its length, a scalar's value.
         static func string(_ p: UnsafePointer<yaml_char_t>?, _ length: Int? = nil) -> String? {
@@ -84,9 +89,9 @@ enum YAMLDocument {
         mutating func run(_ parser: inout yaml_parser_t) throws(YAMLSyntaxError) -> YAMLNode? {
             var event = yaml_event_t()
             while true {
-                guard yaml_parser_parse(&parser, &event) == 1 else { throw Self.syntaxError(parser) }
+                guard yaml_parser_parse(&parser, &event) == 1 else { throw syntaxError(parser) }
                 defer { yaml_event_delete(&event) }
-                let at = Self.mark(event.start_mark)
+                let at = mark(event.start_mark)
                 switch event.type {
                 case YAML_STREAM_END_EVENT:
                     return root
@@ -143,7 +148,7 @@ enum YAMLDocument {
             }
         }
 
-        static func syntaxError(_ p: yaml_parser_t) -> YAMLSyntaxError {
+        func syntaxError(_ p: yaml_parser_t) -> YAMLSyntaxError {
             let problem = p.problem.map { String(cString: $0) } ?? "unreadable YAML"
             let context = p.context.map { "\(String(cString: $0)) " } ?? ""
             let what: String
@@ -153,7 +158,7 @@ enum YAMLDocument {
             default: what = "YAML syntax: "
             }
             // A reader error (bad UTF-8) has no line/column, only a byte offset.
-            let m = p.error == YAML_READER_ERROR ? YAMLMark(line: 1, column: 1) : mark(p.problem_mark)
+            let m = p.error == YAML_READER_ERROR ? YAMLMark(line: 1, column: 1, file: file) : mark(p.problem_mark)
             return YAMLSyntaxError(message: "\(what)\(context)\(problem)", mark: m)
         }
     }

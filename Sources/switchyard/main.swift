@@ -65,7 +65,9 @@ struct CheckConfig: ParsableCommand {
     func run() throws {
         let c = loadOrExit(config)
         let sections = c.upstreams.map(\.key)
-        Console.out("config OK (upstreams: \(sections.isEmpty ? "none" : sections.joined(separator: ", ")))\n")
+        // Changes made at run time live beside the file when it cannot be written (docs/operations.md).
+        let changes = c.source.flatMap { $0.changes != nil ? $0.changesPath : nil }.map { ", with the changes in \($0)" } ?? ""
+        Console.out("config OK (upstreams: \(sections.isEmpty ? "none" : sections.joined(separator: ", "))\(changes))\n")
     }
 }
 

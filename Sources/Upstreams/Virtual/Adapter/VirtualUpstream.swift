@@ -5,6 +5,7 @@ import SwitchyardCore
 public struct VirtualUpstream: Upstream {
     public init() {}
     public var key: String { VirtualAdapter.id }
+    public var summary: String { "In-memory lights, switches and sensors, for trying the bridge without hardware." }
 
     public struct Settings: Sendable, Equatable {
         public var devices: [VirtualAdapter.Device] = []
@@ -17,12 +18,12 @@ public struct VirtualUpstream: Upstream {
 
     public func read(_ v: ConfigSection, bridge: BridgeConfigContext) -> Settings {
         var out = Settings()
-        out.sensorInterval = v.double("sensor_interval", 30, min: 0.1, max: 86_400)
+        out.sensorInterval = v.double("sensor_interval", 30, min: 0.1, max: 86_400, doc: "Seconds between sensor readings.")
         var seen: Set<String> = []
-        for d in v.list("devices") {
+        for d in v.list("devices", doc: "The in-memory devices.") {
             let name = d.deviceName(seen: &seen, missing: "every device needs a name")
-            let type = d.choice("type", "light", ["light", "switch", "sensor"])
-            let label = d.string("label", name)
+            let type = d.choice("type", "light", ["light", "switch", "sensor"], doc: "What the device is.")
+            let label = d.string("label", name, doc: "Shown in Home Assistant; default the name.")
             d.finish()
             out.devices.append(VirtualAdapter.Device(name: name, label: label, type: type))
         }
