@@ -31,8 +31,9 @@ extension SwitchyardConfig {
     }
 
     static func readStandby(_ s: ConfigSection, into c: inout Standby) {
-        c.enabled = s.bool("enabled", false)
-        if let (name, mark) = s.scalar("instance") {
+        c.enabled = s.bool("enabled", false, doc: "Run as one instance of a standby group: active while it holds the bridge's client id, else watching.")
+        if let (name, mark) = s.scalar("instance", doc: "This instance's name in the group (bridge/instances/<name>); empty: --instance, else the host name.",
+                                       shownDefault: .string("")) {
             if Self.validInstanceName(name) {
                 c.instance = name
             } else {
@@ -41,8 +42,10 @@ extension SwitchyardConfig {
         } else {
             s.record("instance", .string(""))
         }
-        c.takeoverDelay = s.double("takeover_delay", 1, min: 0, max: 3600)
-        c.confirmWithin = s.double("confirm_within", 3, min: 0.1, max: 3600)
+        c.takeoverDelay = s.double("takeover_delay", 1, min: 0, max: 3600,
+                                   doc: "Seconds nobody must be active before a standby takes the client id.")
+        c.confirmWithin = s.double("confirm_within", 3, min: 0.1, max: 3600,
+                                   doc: "Seconds an 'active' claim found retained on the broker is believed before its instance says it again.")
         s.finish()
     }
 

@@ -60,16 +60,23 @@ public enum ConsoleProbe {
         let group = MultiThreadedEventLoopGroup.singleton
         let promise = group.next().makePromise(of: Answer.self)
         let limit = TimeAmount.nanoseconds(Int64(timeout * 1e9))
-        let channel = try await ClientBootstrap(group: group)
-            .connectTimeout(limit)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    if let tls { try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: nil)) }
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    try channel.pipeline.syncOperations.addHandler(Collector(promise: promise))
+        let channel: any Channel
+        do {
+            channel = try await ClientBootstrap(group: group)
+                .connectTimeout(limit)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        if let tls { try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: nil)) }
+                        try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                        try channel.pipeline.syncOperations.addHandler(Collector(promise: promise))
+                    }
                 }
-            }
-            .connect(host: host, port: port).get()
+                .connect(host: host, port: port).get()
+        } catch {
+            // A promise is completed on every path: NIO stops a debug build over one left pending.
+            promise.fail(error)
+            throw error
+        }
         let deadline = channel.eventLoop.scheduleTask(in: limit) {
             promise.fail(Failure.timeout(timeout))
             channel.close(promise: nil)
