@@ -58,6 +58,8 @@ public struct SwitchyardConfig: Sendable, Equatable {
         public var statusTopic = "homeassistant/status"
         /// `origin.support_url` in every discovery config; none unless configured.
         public var supportURL: String?
+        /// `device` (one config per device, Home Assistant 2024.11 and later) or `entity` (one per entity).
+        public var discoveryMode = "device"
     }
 
     public var file = "config.yaml"
@@ -126,6 +128,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
         c.homeassistant.discovery = ha.bool("discovery", true)
         c.homeassistant.prefix = topicPrefix(ha, "prefix", "homeassistant")
         c.homeassistant.statusTopic = topicPrefix(ha, "status_topic", "homeassistant/status")
+        c.homeassistant.discoveryMode = ha.choice("discovery_mode", "device", ["device", "entity"])
         if let (url, _) = ha.scalar("support_url") {
             if url.hasPrefix("https://") || url.hasPrefix("http://") { c.homeassistant.supportURL = url } else {
                 ha.problem(at: "support_url", "expected an http(s):// URL, got '\(url)'")

@@ -36,7 +36,8 @@ public enum BridgeRuntime {
         EngineSettings(
             scheme: TopicScheme(base: c.mqtt.baseTopic, discoveryPrefix: c.homeassistant.prefix, haStatusTopic: c.homeassistant.statusTopic),
             discovery: c.homeassistant.discovery, version: switchyardVersion, commandMaxAge: c.mqtt.commandMaxAge,
-            maxPayload: c.mqtt.maxPayload, healthInterval: c.healthInterval, supportURL: c.homeassistant.supportURL)
+            maxPayload: c.mqtt.maxPayload, healthInterval: c.healthInterval, supportURL: c.homeassistant.supportURL,
+            discoveryMode: DiscoveryMode(rawValue: c.homeassistant.discoveryMode) ?? .device)
     }
 
     public static func info(_ c: SwitchyardConfig, restartRequired: [String] = []) -> JSONValue {
