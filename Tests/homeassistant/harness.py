@@ -70,7 +70,11 @@ class Broker:
 
     def stop(self):
         self.proc.terminate()
-        self.proc.wait(10)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
 
 
 class Watcher:
