@@ -70,7 +70,7 @@ test-unit: deps
 	SWITCHYARD_TEST_TIER=unit swift test --skip-build $(SWIFT_FLAGS) $(foreach s,$(INTEGRATION_SUITES),--skip '\.$(s)/')
 
 ## The real-Home-Assistant tier (docs/testing.md "Home Assistant"): not part of `make test` (each Home Assistant
-## start takes 10-30 s here and the tier runs for about 15 minutes). Skipped, with the reason, when Home Assistant
+## start takes 10-30 s here and the tier runs for 4 to 10 minutes). Skipped, with the reason, when Home Assistant
 ## cannot be installed.
 test-ha:
 	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="libturbojpeg0"
