@@ -17,12 +17,20 @@ LIFX_EMULATOR := .build/lifx-venv/bin/lifx-emulator
 WEB_VENV := .build/web-venv/bin/python
 # The MQTT 5 client test's paho-mqtt (Tests/mqtt5: a client as users write one), from PyPI in a venv under .build.
 MQTT_VENV := .build/mqtt-venv/bin/python
+# The real-Home-Assistant tier (`make test-ha`, Tests/homeassistant): Home Assistant Core 2025.4.4 from PyPI with
+# the requirements of the integrations the tier loads, on Python 3.13 (pyenv's, else python3.13 on the PATH),
+# installed by uv (from PyPI too) in a venv under .build. libturbojpeg0: Home Assistant's camera helper, which
+# the MQTT integration imports, logs an error without it.
+HA_VENV := .build/ha-venv/bin/python
+HA_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13 /root/.pyenv/versions/3.13*/bin/python3.13) $(shell command -v python3.13))
+HA_REQUIREMENTS := homeassistant==2025.4.4 home-assistant-frontend==20250411.0 paho-mqtt==2.1.0 SQLAlchemy==2.0.39 fnv-hash-fast==1.4.0 \
+                   psutil-home-assistant==0.0.1
 MQTT_HOST    ?= 127.0.0.1
 MQTT_PORT    ?= 1883
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SWIFT_FLAGS  ?=
 
-.PHONY: run test test-unit build deps broker release dependencies deb addon bench soak symbol-order fuzz sanitize sanitize-address sanitize-thread install clean
+.PHONY: run test test-unit test-ha build deps broker release dependencies deb addon bench soak symbol-order fuzz sanitize sanitize-address sanitize-thread install clean
 
 ## Install the system packages that are missing (apt).
 deps:
@@ -70,6 +78,23 @@ INTEGRATION_SUITES := $(shell sed -e 's/\#.*//' Tests/integration-suites.txt)
 test-unit: deps
 	swift build --build-tests $(SWIFT_FLAGS)
 	SWITCHYARD_TEST_TIER=unit swift test --skip-build $(SWIFT_FLAGS) $(foreach s,$(INTEGRATION_SUITES),--skip '\.$(s)/')
+
+## The real-Home-Assistant tier (docs/testing.md "Home Assistant"): not part of `make test` (each Home Assistant
+## start takes 10-30 s here and the tier runs for 4 to 10 minutes). Skipped, with the reason, when Home Assistant
+## cannot be installed.
+test-ha:
+	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="libturbojpeg0"
+	@if ! $(MAKE) --no-print-directory $(HA_VENV); then \
+	  echo "test-ha: skipped: Home Assistant 2025.4.4 could not be installed (needs Python 3.13 and PyPI; see above)"; exit 0; fi; \
+	swift build --product switchyard $(SWIFT_FLAGS) && swift build --product switchyard-sim $(SWIFT_FLAGS) && \
+	$(HA_VENV) -B Tests/homeassistant/test_ha.py $(HA_TESTS)
+
+$(HA_VENV):
+	@test -n "$(HA_PYTHON)" || { echo "no Python 3.13 (pyenv's or python3.13 on the PATH)"; exit 1; }
+	rm -rf .build/ha-venv .build/uv-venv
+	$(HA_PYTHON) -m venv .build/uv-venv && .build/uv-venv/bin/pip install -q "uv==0.13.9"
+	.build/uv-venv/bin/uv venv -q -p $(HA_PYTHON) .build/ha-venv
+	.build/uv-venv/bin/uv pip install -q -p .build/ha-venv/bin/python $(HA_REQUIREMENTS) || { rm -rf .build/ha-venv; exit 1; }
 
 ## The binary to deploy: the Swift runtime and Foundation linked in, so it needs no Swift toolchain on the
 ## target and maps about 5 MB less. Built apart from the debug/test build: .build/static/release/switchyard.

@@ -64,6 +64,8 @@ public struct SwitchyardConfig: Sendable, Equatable {
         public var statusTopic = "homeassistant/status"
         /// `origin.support_url` in every discovery config; none unless configured.
         public var supportURL: String?
+        /// `device` (one config per device, Home Assistant 2024.11 and later) or `entity` (one per entity).
+        public var discoveryMode = "device"
     }
 
     public var file = "config.yaml"
@@ -182,6 +184,8 @@ public struct SwitchyardConfig: Sendable, Equatable {
         c.homeassistant.prefix = topicPrefix(ha, "prefix", "homeassistant", doc: "Home Assistant's discovery prefix.")
         c.homeassistant.statusTopic = topicPrefix(ha, "status_topic", "homeassistant/status",
                                                   doc: "Home Assistant's birth topic: \"online\" there re-announces every device.")
+        c.homeassistant.discoveryMode = ha.choice("discovery_mode", "device", ["device", "entity"],
+                                                  doc: "device: one retained config per device (Home Assistant 2024.11 and later); entity: one per entity.")
         if let (url, _) = ha.scalar("support_url", doc: "An http(s):// link shown in Home Assistant as the integration's support link.") {
             if url.hasPrefix("https://") || url.hasPrefix("http://") { c.homeassistant.supportURL = url } else {
                 ha.problem(at: "support_url", "expected an http(s):// URL, got '\(url)'")

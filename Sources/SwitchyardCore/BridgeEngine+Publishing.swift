@@ -167,7 +167,7 @@ extension BridgeEngine {
             switch o {
             case .publish(var p):
                 if !p.retain && settings.expiry.events > 0 && p.topic == scheme.bridge("event") { p.properties.expiry = settings.expiry.events }
-                batch.append(p)
+                if !discoveryHold.takes(p, devicePrefix: devicePrefix) { batch.append(p) }
             case .log(let level, let message):
                 transport.publish(batch)
                 batch.removeAll()
@@ -279,21 +279,65 @@ extension BridgeEngine {
         childJobQueue.yield(.reannounce(generation: reannounceGeneration, delay: Double.random(in: settings.reannounceDelay)))
     }
 
-    /// Only the latest `homeassistant/status` online re-announces (several in a row announce once).
+    /// Only the latest `homeassistant/status` online re-announces (several in a row announce once): discovery,
+    /// state and availability of every device, `reannounceBatch` devices every `reannouncePause` seconds.
+    ///
+    /// Why the states and availability too, though they are retained: Home Assistant subscribes to the
+    /// topics of the entities it has just made thousands at a time (500 a SUBSCRIBE, back to back), and the
+    /// broker queues the retained replies for it faster than it reads them; past Mosquitto's
+    /// `max_queued_messages` (1000 by default) they are dropped, and those entities stay `unavailable` or
+    /// `unknown` (docs/performance.md "Home Assistant at a thousand devices"). Its birth comes once it is
+    /// done subscribing: sent again then, live and a few at a time, they reach every entity.
     func reannounce(_ generation: Int) {
         guard generation == reannounceGeneration, !stopped else { return }
-        republishAll()
+        if reannouncing.generation != generation {
+            reannouncing = ReannounceCursor(generation: generation,
+                                            queue: adapterOrder.compactMap { id in entries[id].map { (id, $0.registry.sortedIDs[...]) } })
+            announceBridge()
+        }
+        var left = settings.reannounceBatch
+        while left > 0, let first = reannouncing.queue.first {
+            let id = first.0
+            let chunk = first.1.prefix(left)
+            let ids = first.1.dropFirst(chunk.count)
+            left -= chunk.count
+            if ids.isEmpty { reannouncing.queue.removeFirst() } else { reannouncing.queue[0] = (id, ids) }
+            guard let entry = entries[id] else { continue }
+            var out: [RegistryOutput] = []
+            entry.registry.republish(chunk, configsOnly: reannouncing.configsOnly, into: &out)
+            emit(out)
+        }
+        if !reannouncing.queue.isEmpty {
+            childJobQueue.yield(.reannounce(generation: generation, delay: settings.reannouncePause))
+        }
     }
+
+    /// The prefix of every device config topic (`<prefix>/device/`).
+    var devicePrefix: String { scheme.discoveryPrefix + "/device/" }
 
     /// The bridge's own device in Home Assistant (connection state, version, republish, adapter statuses);
     /// what an earlier announcement had and this one has not (a removed adapter) is cleared.
     func announceBridge() {
         guard settings.discovery else { return }
         let entries = discovery.bridgeEntries(adapters: adapterOrder)
-        let topics = entries.map(\.topic)
+        var publications: [Publication]
+        if settings.discoveryMode == .device {
+            publications = [Publication(discovery.deviceConfigTopic(node: discovery.bridgeNode), json: discovery.deviceConfig(entries), retain: true,
+                                        lane: .late)]
+        } else {
+            publications = entries.map { Publication($0.topic, json: $0.payload, retain: true, lane: .late) }
+        }
+        let topics = publications.map(\.topic)
         for stale in bridgeDiscoveryTopics where !topics.contains(stale) { transport.publish(stale, [], qos: 1, retain: true) }
-        transport.publish(entries.map { Publication($0.topic, json: $0.payload, retain: true, lane: .late) })
+        publications.removeAll { discoveryHold.takes($0, devicePrefix: devicePrefix) }
+        transport.publish(publications)
         bridgeDiscoveryTopics = topics
+    }
+
+    /// The bridge device's topics in the other discovery mode (what an install of that mode has).
+    var otherBridgeDiscoveryTopics: Set<String> {
+        if settings.discoveryMode == .device { return Set(discovery.bridgeEntries(adapters: adapterOrder).map(\.topic)) }
+        return [discovery.deviceConfigTopic(node: discovery.bridgeNode)]
     }
 
     var sweepTopic: String { scheme.bridge("sweep") }
@@ -311,6 +355,9 @@ extension BridgeEngine {
         switch sweep {
         case .waiting: break
         case .deferred: guard deferred else { return }
+        case .migrating(let topics):
+            if deferred { finishMigration(topics) }
+            return
         default: return
         }
         guard settings.discovery, connectedOnce, !stopped, entries.values.allSatisfy(\.life.isSettled) else {
@@ -335,24 +382,62 @@ extension BridgeEngine {
             guard String(decoding: m.payload, as: UTF8.self) == nonce else { return }
             sweep = .done
             updateSubscriptions(force: true)
-            let current = DiscoverySweep.Current(
+            var current = DiscoverySweep.Current(
                 bridgeNode: discovery.bridgeNode, bridgeTopics: Set(bridgeDiscoveryTopics),
                 adapters: Dictionary(adapterOrder.compactMap { id in
                     entries[id].map { entry -> (String, (topics: (String) -> Set<String>?, complete: Bool)) in
                         (Naming.normaliseID(id), (entry.registry.discoveryTopicsByNode, entry.registry.listsFromConfig))
                     }
                 }, uniquingKeysWith: { a, _ in a }))
-            let orphans = found.filter { discoverySweep.isOrphan($0, current: current) }.sorted()
+            current.bridgeOtherTopics = otherBridgeDiscoveryTopics
+            for id in adapterOrder { if let entry = entries[id] { current.otherTopics[Naming.normaliseID(id)] = entry.registry.otherDiscoveryTopicsByNode } }
+            var orphans: [String] = [], migrations: [String] = []
+            for t in found.sorted() {
+                switch discoverySweep.verdict(t, current: current) {
+                case .keep: break
+                case .orphan: orphans.append(t)
+                case .migrate: migrations.append(t)
+                }
+            }
             for t in orphans { transport.publish(t, [], qos: 1, retain: true) }
             if !orphans.isEmpty {
                 logger.info("cleared orphaned discovery configs", metadata: ["count": "\(orphans.count)"])
             }
+            startMigration(migrations)
             return
         }
         // Retained copies only: a live config is one we (or something else) are publishing now.
         guard m.retain, !m.payload.isEmpty, discoverySweep.node(of: m.topic) != nil, discoverySweep.isOurs(payload: m.payload) else { return }
         found.insert(m.topic)
         sweep = .collecting(nonce: nonce, found: found)
+    }
+
+    /// The other mode's configs of what the bridge announces now (docs/topics.md "Discovery modes"): Home
+    /// Assistant is asked to let go of each (`{"migrate_discovery": true}`, not retained: it only matters to a
+    /// Home Assistant listening now), keeping its entity, id and history; after `migrationGrace` they are
+    /// cleared and this mode's configs go out (`finishMigration`). Without any, those go out now.
+    func startMigration(_ topics: [String]) {
+        guard !topics.isEmpty else { return finishMigration([]) }
+        logger.info("migrating Home Assistant discovery", metadata: ["mode": "\(settings.discoveryMode.rawValue)", "configs": "\(topics.count)"])
+        sweep = .migrating(topics: topics)
+        transport.publish(topics.map { Publication($0, json: ["migrate_discovery": true], retain: false) })
+        childJobQueue.yield(.sweep(after: settings.migrationGrace))
+    }
+
+    func finishMigration(_ topics: [String]) {
+        sweep = .done
+        for t in topics { transport.publish(t, [], qos: 1, retain: true) }
+        transport.publish(discoveryHold.release())
+        // Per entity again (`entity` mode after `device`): the configs Home Assistant ignored while the device
+        // configs stood go out once more.
+        if settings.discoveryMode == .entity && !topics.isEmpty {
+            reannounceGeneration += 1
+            reannouncing = ReannounceCursor(generation: reannounceGeneration,
+                                            queue: adapterOrder.compactMap { id in entries[id].map { (id, $0.registry.sortedIDs[...]) } }, configsOnly: true)
+            announceBridge()
+            reannounce(reannounceGeneration)
+        }
+        if !topics.isEmpty { logger.info("migrated Home Assistant discovery", metadata: ["configs": "\(topics.count)"]) }
     }
 
     /// Re-announces discovery, state and availability of every device (HA birth, `republish` request).
@@ -387,8 +472,43 @@ extension BridgeEngine {
         subscribedDepths = depths
         var filters = scheme.commandFilters(depths: depths)
         if settings.discovery { filters.append(scheme.haStatusTopic) }
-        if case .collecting = sweep { filters += [discoverySweep.filter, sweepTopic] }
+        if case .collecting = sweep { filters += discoverySweep.filters + [sweepTopic] }
         transport.setSubscriptions(filters)
     }
 
+}
+
+/// Device configs waiting for the sweep (`device` mode): until the configs of an earlier per-entity install
+/// are migrated, a device config naming the same entities would be refused by Home Assistant as conflicting.
+/// The latest config of each topic is kept, in first-held order; a clear goes out at once and drops what
+/// was held for its topic.
+struct DiscoveryHold {
+    var active = false
+    private var order: [String] = []
+    private var held: [String: Publication] = [:]
+
+    /// Whether `p` is held (else it goes out).
+    mutating func takes(_ p: Publication, devicePrefix: String) -> Bool {
+        guard active, p.topic.hasPrefix(devicePrefix) else { return false }
+        if case .bytes(let b) = p.body, b.isEmpty {
+            held[p.topic] = nil
+            return false
+        }
+        if held.updateValue(p, forKey: p.topic) == nil { order.append(p.topic) }
+        return true
+    }
+
+    /// What was held, in order; nothing is held from now on.
+    mutating func release() -> [Publication] {
+        active = false
+        defer { order = []; held = [:] }
+        return order.compactMap { held[$0] }
+    }
+}
+
+/// A re-announcement in progress: the devices still to go, by adapter.
+struct ReannounceCursor {
+    var generation = 0
+    var queue: [(String, ArraySlice<String>)] = []
+    var configsOnly = false
 }

@@ -159,8 +159,12 @@ public actor BridgeEngine {
     /// The bridge device's discovery topics as last announced.
     var bridgeDiscoveryTopics: [String] = []
     /// The clearing of orphaned discovery configs, once per process (see `DiscoverySweep`).
-    enum SweepState { case waiting, deferred, collecting(nonce: String, found: Set<String>), done }
+    enum SweepState { case waiting, deferred, collecting(nonce: String, found: Set<String>), migrating(topics: [String]), done }
     var sweep = SweepState.waiting
+    /// Discovery configs held until the sweep has migrated the other mode's (`device` mode), and the
+    /// re-announcement going out a few devices at a time (BridgeEngine+Publishing.swift).
+    var discoveryHold = DiscoveryHold()
+    var reannouncing = ReannounceCursor()
     var connectedOnce = false
     var reloader: (@Sendable () async throws -> JSONValue)?
     /// Commands with a transaction, from routing to their one result (see `answer`): whatever ends an
@@ -183,7 +187,9 @@ public actor BridgeEngine {
         self.logger = logger
         self.clock = clock
         self.startedAtMonotonic = clock.now()
-        self.discovery = DiscoveryBuilder(scheme: settings.scheme, version: settings.version, supportURL: settings.supportURL)
+        self.discovery = DiscoveryBuilder(scheme: settings.scheme, version: settings.version, supportURL: settings.supportURL,
+                                          mode: settings.discoveryMode)
+        discoveryHold.active = settings.discovery && settings.discoveryMode == .device
         self.router = InboundRouter(scheme: settings.scheme, maxPayload: settings.maxPayload, commandMaxAge: settings.commandMaxAge,
                                     discovery: settings.discovery)
         (childJobs, childJobQueue) = AsyncStream.makeStream(of: ChildJob.self)

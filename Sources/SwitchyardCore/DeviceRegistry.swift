@@ -97,6 +97,22 @@ public struct DeviceRegistry: Sendable {
         }
     }
 
+    /// A device's one config in `device` mode, written when it is sent; `dropped`: the entities of the listing
+    /// it replaced that this one has not, removed by it.
+    final class DeviceConfigPayload: PayloadSource {
+        let listing: Listing
+        let dropped: [DiscoveryBuilder.Shape]
+        init(_ listing: Listing, dropped: [DiscoveryBuilder.Shape] = []) {
+            self.listing = listing
+            self.dropped = dropped
+        }
+        func payload() -> [UInt8] {
+            guard let builder = listing.context.discovery else { return [] }
+            let entries = builder.entries(adapter: listing.context.adapterID, name: listing.name, device: listing.descriptor)
+            return builder.deviceConfig(entries, dropped: dropped).bytes
+        }
+    }
+
     /// What every listing of one adapter shares.
     final class Context: Sendable {
         let adapterID: String
@@ -347,14 +363,25 @@ public struct DeviceRegistry: Sendable {
     /// availability first, the configs after them (`late`).
     public mutating func republishAll(into out: inout [RegistryOutput]) {
         flushAnnouncements(into: &out)
-        for id in devices.keys.sorted() {
-            var rec = devices[id]!
+        republish(devices.keys.sorted(), into: &out)
+    }
+
+    /// The same for some devices (a re-announcement goes out a few devices at a time); `configsOnly`: their
+    /// discovery configs alone. A device removed meanwhile is skipped.
+    public mutating func republish(_ ids: some Sequence<String>, configsOnly: Bool = false, into out: inout [RegistryOutput]) {
+        flushAnnouncements(into: &out)
+        for id in ids {
+            guard var rec = devices[id] else { continue }
             announce(rec, replacing: nil, lane: .late, into: &out)
+            if configsOnly { continue }
             out.append(.publish(statePublication(&rec, force: true)))
             if let a = rec.available { out.append(.publish(availability(rec, a))) }
             devices[id] = rec
         }
     }
+
+    /// Every device's id, in the order a re-announcement takes them.
+    public var sortedIDs: [String] { devices.keys.sorted() }
 
     // MARK: details and discovery
 
@@ -365,7 +392,15 @@ public struct DeviceRegistry: Sendable {
     /// The device's discovery configs (as sources); what the `replacing` listing announced and this one
     /// does not is cleared.
     mutating func announce(_ rec: Record, replacing old: Listing?, lane: Lane = .now, into out: inout [RegistryOutput]) {
-        guard discovery != nil else { return }
+        guard let discovery else { return }
+        if discovery.mode == .device {
+            // One config: entities the old listing had and this one has not are removed by it.
+            let dropped = old.map { o in shapes.of(o.descriptor, discovery).filter { !shapes.of(rec.descriptor, discovery).contains($0) } } ?? []
+            let topic = discoveryTopics(rec.listing)[0]
+            if let old, let stale = discoveryTopics(old).first, stale != topic { out.append(.publish(Publication(stale, [], retain: true))) }
+            out.append(.publish(Publication(topic, body: .source(DeviceConfigPayload(rec.listing, dropped: dropped)), retain: true, lane: lane)))
+            return
+        }
         let topics = discoveryTopics(rec.listing)
         if let old { for stale in discoveryTopics(old) where !topics.contains(stale) { out.append(.publish(Publication(stale, [], retain: true))) } }
         for (i, t) in topics.enumerated() {
@@ -379,15 +414,24 @@ public struct DeviceRegistry: Sendable {
         Self.configTopics(listing, adapterID: adapterID, discovery: discovery, shapes: &shapes)
     }
 
-    static func configTopics(_ listing: Listing, adapterID: String, discovery: DiscoveryBuilder?, shapes: inout Shapes) -> [String] {
+    static func configTopics(_ listing: Listing, adapterID: String, discovery: DiscoveryBuilder?, shapes: inout Shapes,
+                             mode: DiscoveryMode? = nil) -> [String] {
         guard let discovery else { return [] }
         let node = listing.context.nodePrefix + Naming.normaliseID(listing.descriptor.id)
+        if (mode ?? discovery.mode) == .device { return [discovery.deviceConfigTopic(node: node)] }
         return shapes.of(listing.descriptor, discovery).map { discovery.configTopic($0, node: node) }
     }
 
     /// A lookup of the discovery topics of the devices whose normalised id (as in the discovery node) is
     /// asked for; each is worked out when asked.
-    public var discoveryTopicsByNode: (String) -> Set<String>? {
+    public var discoveryTopicsByNode: (String) -> Set<String>? { discoveryTopicsByNode(mode: nil) }
+
+    /// The same for the other discovery mode: the topics an install of the other mode has for these devices.
+    public var otherDiscoveryTopicsByNode: (String) -> Set<String>? {
+        discoveryTopicsByNode(mode: discovery?.mode == .device ? .entity : .device)
+    }
+
+    func discoveryTopicsByNode(mode: DiscoveryMode?) -> (String) -> Set<String>? {
         var byNode: [String: [String]] = [:]
         byNode.reserveCapacity(devices.count)
         for id in devices.keys { byNode[Naming.normaliseID(id), default: []].append(id) }
@@ -397,7 +441,8 @@ public struct DeviceRegistry: Sendable {
             var cache = registry.shapes
             return ids.reduce(into: Set<String>()) { topics, id in
                 guard let rec = registry.devices[id] else { return }
-                topics.formUnion(Self.configTopics(rec.listing, adapterID: registry.adapterID, discovery: registry.discovery, shapes: &cache))
+                topics.formUnion(Self.configTopics(rec.listing, adapterID: registry.adapterID, discovery: registry.discovery, shapes: &cache,
+                                                   mode: mode))
             }
         }
     }

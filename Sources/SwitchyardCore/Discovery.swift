@@ -1,5 +1,15 @@
-/// Builds Home Assistant MQTT discovery configs from a device's declared capabilities
-/// (per-component discovery; docs/design.md "Discovery"). Pure: the engine decides when to publish.
+/// How the bridge announces a device to Home Assistant (`homeassistant.discovery_mode`).
+public enum DiscoveryMode: String, Sendable, CaseIterable {
+    /// One retained config per device, `<prefix>/device/<node>/config`, its entities under `cmps`
+    /// (Home Assistant 2024.11 and later).
+    case device
+    /// One retained config per entity, `<prefix>/<component>/<node>/<object>/config`.
+    case entity
+}
+
+/// Builds Home Assistant MQTT discovery configs from a device's declared capabilities, one per entity
+/// (`entries`) or one per device (`deviceConfig`, from the same entries; docs/design.md "Discovery").
+/// Pure: the engine decides when to publish.
 ///
 /// Only what has a state is announced as a stateful entity: a field that is written but never read
 /// (`transition`, `brightness_step`) gets no entity; actions are buttons. Every `value_template` reads a
@@ -10,11 +20,14 @@ public struct DiscoveryBuilder: Sendable {
     public var version: String
     /// `origin.support_url`, only when configured (`homeassistant.support_url`).
     public var supportURL: String?
+    /// One config per device or per entity.
+    public var mode: DiscoveryMode
 
-    public init(scheme: TopicScheme, version: String, supportURL: String? = nil) {
+    public init(scheme: TopicScheme, version: String, supportURL: String? = nil, mode: DiscoveryMode = .entity) {
         self.scheme = scheme
         self.version = version
         self.supportURL = supportURL
+        self.mode = mode
     }
 
     /// The bridge's own device in Home Assistant, which every device of the bridge links to.
@@ -37,13 +50,52 @@ public struct DiscoveryBuilder: Sendable {
     }
 
     /// What one config announces, apart from the device: `<prefix>/<component>/<node>/<object>/config`.
-    public struct Shape: Sendable, Equatable {
+    public struct Shape: Sendable, Hashable {
         public var component: String
         public var object: String
     }
 
     public func configTopic(_ shape: Shape, node: String) -> String {
         "\(scheme.discoveryPrefix)/\(shape.component)/\(node)/\(shape.object)/config"
+    }
+
+    /// `<prefix>/device/<node>/config`: the one config of a device in `device` mode.
+    public func deviceConfigTopic(node: String) -> String { "\(scheme.discoveryPrefix)/device/\(node)/config" }
+
+    /// The key of an entity in its device config's `cmps`: its object, which Home Assistant joins to the node
+    /// of the topic into the same discovery id as the per-entity topic's (`<node> <object>`), so that an
+    /// entity announced one way is the same entity announced the other. Should two entities of a device share
+    /// an object (a field named after its main component), the later one's key takes its component too.
+    static func componentKeys(_ shapes: [Shape]) -> [String] {
+        var seen: Set<String> = []
+        return shapes.map { s in seen.insert(s.object).inserted ? s.object : "\(s.component)_\(s.object)" }
+    }
+
+    /// A device's entries as one device config: `device` and `origin` once, `availability` and
+    /// `availability_mode` once when every entity has the same (they are options Home Assistant shares
+    /// with every component), each entity under `cmps` with its `platform`. `dropped`: entities an earlier
+    /// config of the device had and this one has not; each gets `{"platform": …}` alone, which removes it.
+    public func deviceConfig(_ entries: [Entry], dropped: [Shape] = []) -> JSONValue {
+        guard let first = entries.first?.payload.objectValue else { return .object([:]) }
+        let shared = ["availability", "availability_mode"].filter { k in
+            entries.allSatisfy { $0.payload.objectValue?[k] == first[k] }
+        }
+        var out: [String: JSONValue] = ["device": first["device"] ?? .object([:]), "origin": first["origin"] ?? origin]
+        for k in shared { out[k] = first[k] }
+        var cmps: [String: JSONValue] = [:]
+        let keys = Self.componentKeys(entries.map(\.shape))
+        for (e, key) in zip(entries, keys) {
+            var c = e.payload.objectValue ?? [:]
+            c["device"] = nil
+            c["origin"] = nil
+            for k in shared { c[k] = nil }
+            c["platform"] = .string(e.shape.component)
+            cmps[key] = .object(c)
+        }
+        let current = Set(entries.map(\.shape))
+        for d in dropped where !current.contains(d) && cmps[d.object] == nil { cmps[d.object] = ["platform": .string(d.component)] }
+        out["components"] = .object(cmps)
+        return .object(out)
     }
 
     /// The shapes of a device's configs, in the order `entries` gives them: they depend on its category and

@@ -1,13 +1,19 @@
 /// Which retained discovery configs of this bridge are orphans: announced by an earlier run (or an
 /// earlier version) for something that no longer exists. Home Assistant would keep showing those
 /// entities forever (at "unknown", with template warnings), so once every adapter has listed its devices,
-/// the bridge reads the discovery configs under its own node prefix and clears the orphans. Pure.
+/// the bridge reads the discovery configs under its own node prefix and clears the orphans. A config of
+/// the other discovery mode (per entity while the bridge announces per device, or the reverse) for an
+/// entity that exists now is to be migrated instead (`Verdict.migrate`), so that Home Assistant keeps the
+/// entity. Pure.
 public struct DiscoverySweep: Sendable {
     /// What the bridge announces now, for deciding.
     public struct Current {
-        /// The bridge's own node and the topics it announces for it.
+        /// The bridge's own node and the topics it announces for it (and would announce in the other mode).
         public var bridgeNode: String
         public var bridgeTopics: Set<String>
+        public var bridgeOtherTopics: Set<String> = []
+        /// The topics a device (by normalised id) would have in the other discovery mode: nil when unknown.
+        public var otherTopics: [String: (String) -> Set<String>?] = [:]
         /// Per running adapter (by normalised id): the discovery topics of one of its devices (by normalised
         /// device id; nil: no such device), asked only for the configs found, and whether its listing is
         /// complete (from config): then an unknown device is gone for good. (Worked out for every device up
@@ -48,29 +54,56 @@ public struct DiscoverySweep: Sendable {
         return false
     }
 
-    /// The subscription that brings the retained configs (`<prefix>/<component>/<node>/<object>/config`).
-    public var filter: String { "\(prefix)/+/+/+/config" }
+    /// The subscriptions that bring the retained configs: per entity (`<prefix>/<component>/<node>/<object>/config`)
+    /// and per device (`<prefix>/device/<node>/config`), whichever mode the bridge is in.
+    public var filters: [String] { ["\(prefix)/+/+/+/config", "\(prefix)/device/+/config"] }
 
     /// The node of one of this bridge's config topics, or nil for anybody else's.
     public func node(of topic: String) -> String? {
+        guard topic.hasPrefix(prefix + "/") else { return nil }
         let parts = topic.split(separator: "/", omittingEmptySubsequences: false)
-        guard topic.hasPrefix(prefix + "/"), parts.count == prefix.split(separator: "/").count + 4, parts.last == "config" else { return nil }
-        let node = String(parts[parts.count - 3])
+        let depth = prefix.split(separator: "/", omittingEmptySubsequences: false).count
+        guard parts.last == "config" else { return nil }
+        let node: String
+        if parts.count == depth + 4 {
+            node = String(parts[parts.count - 3])
+        } else if parts.count == depth + 3, parts[depth] == "device" {
+            node = String(parts[parts.count - 2])
+        } else {
+            return nil
+        }
         return node.hasPrefix(nodePrefix) ? node : nil
     }
 
-    /// Whether a retained config topic of this bridge announces nothing that exists now.
-    public func isOrphan(_ topic: String, current: Current) -> Bool {
-        guard let node = node(of: topic) else { return false }
-        if node == current.bridgeNode { return !current.bridgeTopics.contains(topic) }
+    /// What to do with one of this bridge's retained configs.
+    public enum Verdict: Equatable, Sendable {
+        /// Announced now.
+        case keep
+        /// Announces nothing that exists now: cleared.
+        case orphan
+        /// The other mode's config of something announced now: migrated (Home Assistant's `migrate_discovery`).
+        case migrate
+    }
+
+    public func verdict(_ topic: String, current: Current) -> Verdict {
+        guard let node = node(of: topic) else { return .keep }
+        if node == current.bridgeNode {
+            return current.bridgeTopics.contains(topic) ? .keep : current.bridgeOtherTopics.contains(topic) ? .migrate : .orphan
+        }
         let rest = node.dropFirst(nodePrefix.count)
         // The adapter whose normalised id starts the rest (the longest, should one id prefix another).
         guard let adapter = current.adapters.keys.filter({ rest.hasPrefix($0 + "_") }).max(by: { $0.count < $1.count }) else {
-            return true   // an adapter no longer configured
+            return .orphan   // an adapter no longer configured
         }
         let entry = current.adapters[adapter]!
         let device = String(rest.dropFirst(adapter.count + 1))
-        if let topics = entry.topics(device) { return !topics.contains(topic) }   // an entity the device no longer has
-        return entry.complete                                                      // a device gone from the config
+        if let topics = entry.topics(device) {
+            if topics.contains(topic) { return .keep }
+            return current.otherTopics[adapter]?(device)?.contains(topic) == true ? .migrate : .orphan   // or an entity the device no longer has
+        }
+        return entry.complete ? .orphan : .keep                                                       // a device gone from the config
     }
+
+    /// Whether a retained config topic of this bridge announces nothing that exists now.
+    public func isOrphan(_ topic: String, current: Current) -> Bool { verdict(topic, current: current) == .orphan }
 }

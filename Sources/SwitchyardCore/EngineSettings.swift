@@ -31,11 +31,24 @@ public struct EngineSettings: Sendable {
     public var supportURL: String?
     /// MQTT 5 Message Expiry Interval of the bridge's non-retained messages (`mqtt.message_expiry`); none by default.
     public var expiry = MessageExpiry()
+    /// One discovery config per device or per entity (`homeassistant.discovery_mode`; the config's default is
+    /// `device`, this initialiser's `entity`, which the engine's older tests are written for).
+    public var discoveryMode: DiscoveryMode
+    /// After Home Assistant was asked to let go of the other mode's configs (`migrate_discovery`), this long
+    /// before they are cleared and the new ones announced: Home Assistant unloads each entity in a task of its
+    /// own, and a config naming an entity still unloading is dropped by it, together with the rest of its device.
+    public var migrationGrace: Double
+    /// A re-announcement (Home Assistant's birth, `republish`) goes out this many devices at a time, one
+    /// hand-over every `reannouncePause` seconds: a burst of thousands overflows the broker's queue for Home
+    /// Assistant's client (Mosquitto drops what is beyond 1000 by default), and what is dropped is lost.
+    public var reannounceBatch: Int
+    public var reannouncePause: Double
 
     public init(scheme: TopicScheme, discovery: Bool = true, version: String, commandMaxAge: TimeInterval = 30,
                 maxPayload: Int = 256 * 1024, healthInterval: TimeInterval = 60, commandQueueLimit: Int = 1000, commandQueueBytes: Int = 4 << 20,
                 reannounceDelay: ClosedRange<Double> = 0.5...3, settleTimeout: Double = 15, heldLimit: Int = 1000,
-                heldBytesLimit: Int = 1 << 20, drainTimeout: Double = 5, supportURL: String? = nil) {
+                heldBytesLimit: Int = 1 << 20, drainTimeout: Double = 5, supportURL: String? = nil,
+                discoveryMode: DiscoveryMode = .entity, migrationGrace: Double = 3, reannounceBatch: Int = 50, reannouncePause: Double = 0.25) {
         self.scheme = scheme
         self.discovery = discovery
         self.version = version
@@ -50,6 +63,10 @@ public struct EngineSettings: Sendable {
         self.heldBytesLimit = heldBytesLimit
         self.drainTimeout = drainTimeout
         self.supportURL = supportURL
+        self.discoveryMode = discoveryMode
+        self.migrationGrace = migrationGrace
+        self.reannounceBatch = max(1, reannounceBatch)
+        self.reannouncePause = reannouncePause
     }
 }
 

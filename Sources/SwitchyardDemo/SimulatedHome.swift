@@ -87,6 +87,8 @@ public final class SimulatedHome: @unchecked Sendable {
         public var extraVirtual = false
         /// The `web:` section (the operator console), as a YAML flow mapping; off unless given.
         public var web = "{enabled: false}"
+        /// `homeassistant.discovery_mode` (the config's default, `device`, unless given).
+        public var discoveryMode = "device"
         public init() {}
     }
 
@@ -98,6 +100,7 @@ public final class SimulatedHome: @unchecked Sendable {
         \(log.map { "log: {level: \($0)}" } ?? "")
         mqtt: {url: "mqtt://\(host):\(port)", base_topic: \(base), client_id: "switchyard-demo-\(base)", reconnect: {max_delay: 5}}
         health: {interval: \(t.healthInterval)}
+        homeassistant: {discovery_mode: \(t.discoveryMode)}
         web: \(t.web)
         virtual:
           sensor_interval: \(t.virtualSensorInterval)

@@ -36,7 +36,8 @@ public enum BridgeRuntime {
         var s = EngineSettings(
             scheme: TopicScheme(base: c.mqtt.baseTopic, discoveryPrefix: c.homeassistant.prefix, haStatusTopic: c.homeassistant.statusTopic),
             discovery: c.homeassistant.discovery, version: switchyardVersion, commandMaxAge: c.mqtt.commandMaxAge,
-            maxPayload: c.mqtt.maxPayload, healthInterval: c.healthInterval, supportURL: c.homeassistant.supportURL)
+            maxPayload: c.mqtt.maxPayload, healthInterval: c.healthInterval, supportURL: c.homeassistant.supportURL,
+            discoveryMode: DiscoveryMode(rawValue: c.homeassistant.discoveryMode) ?? .device)
         s.expiry = MessageExpiry(events: UInt32(c.mqtt.expiryEvents), logs: UInt32(c.mqtt.expiryLogs), results: UInt32(c.mqtt.expiryResults))
         return s
     }

@@ -141,11 +141,11 @@ public final class ConsoleFeed: EngineObserver, Sendable {
         s.next += 1
     }
 
-    /// `<prefix>/<component>/<node>/<object>/config` → `<node>`.
+    /// `<prefix>/<component>/<node>/<object>/config` or `<prefix>/device/<node>/config` → `<node>`.
     static func node(ofDiscoveryTopic topic: String) -> String? {
         let parts = topic.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count >= 4, parts.last == "config" else { return nil }
-        return String(parts[parts.count - 3])
+        return String(parts[parts.count - 3] == "device" ? parts[parts.count - 2] : parts[parts.count - 3])
     }
 
     // MARK: for the pages

@@ -51,7 +51,7 @@ struct SwitchyardBench: AsyncParsableCommand {
         commandName: "switchyard-bench",
         abstract: "Measures the bridge against raw libmosquitto on a broker it starts itself (loopback).")
 
-    @Option(help: "Scenarios to run: publish, ha-mirror, command-latency, startup, memory, console, lifx-budget, lifx-lan, hostile, reconnect, scale (default: all); soak (alone, --minutes).")
+    @Option(help: "Scenarios to run: publish, ha-mirror, command-latency, startup, memory, console, lifx-budget, lifx-lan, hostile, reconnect, scale (default: all); soak (alone, --minutes); ha-scale (alone or named: a real Home Assistant, the venv of make test-ha).")
     var scenario: [String] = []
     @Flag(help: "Print the figures as JSON.") var json = false
     @Option(help: "State updates for the publish scenario.") var messages = 20_000
@@ -69,6 +69,7 @@ struct SwitchyardBench: AsyncParsableCommand {
     var scaleDevices: [Int] = [1_000, 10_000, 20_000]
     @Option(help: "Seconds of command and HA churn in each process of the scale scenario before reading memory.") var scaleChurnSeconds = 20.0
     @Option(help: "Start-ups (and raw publishing runs) per size in the scale scenario; their medians make the ratio.") var scaleRepeats = 3
+    @Option(help: "Virtual lights announced to Home Assistant in the ha-scale scenario.") var haLights = 1_000
 
     /// `soak`: the demo's home under commands and a schedule of faults for `minutes`, invariants checked
     /// all along; exits non-zero on any breach. Stopped by SIGTERM or Ctrl-C, the run is cancelled: its
@@ -101,8 +102,12 @@ struct SwitchyardBench: AsyncParsableCommand {
     func run() async throws {
         let all = ["publish", "ha-mirror", "command-latency", "startup", "memory", "console", "lifx-budget", "lifx-lan", "hostile", "reconnect", "scale"]
         if scenario == ["soak"] { return try await soak() }
+        // Only when named: it needs Home Assistant installed and runs for about ten minutes.
+        if scenario == ["ha-scale"] { return report(try await haScaleFigures()) }
         let chosen = scenario.isEmpty ? all : scenario
-        for s in chosen where !all.contains(s) { throw ValidationError("unknown scenario '\(s)' (known: \(all.joined(separator: ", ")))") }
+        for s in chosen where !all.contains(s) && s != "ha-scale" {
+            throw ValidationError("unknown scenario '\(s)' (known: \(all.joined(separator: ", ")), ha-scale)")
+        }
         let broker = try await Broker.start(extraConfig: Self.brokerConfig)
         defer { broker.stop() }
         var figures: [Figure] = []
@@ -149,6 +154,7 @@ struct SwitchyardBench: AsyncParsableCommand {
         if chosen.contains("hostile") { figures += try await hostileFigures(port: broker.port) }
         if chosen.contains("scale") { figures += try await scaleFigures(port: broker.port) }
         if chosen.contains("reconnect") { figures += try await reconnectFigures() }
+        if chosen.contains("ha-scale") { figures += try await haScaleFigures() }
         report(figures)
     }
 

@@ -29,6 +29,7 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "Broker port.") var port = 1883
     @Option(help: "Base topic.") var baseTopic = "switchyard"
     @Option(help: "The operator console's address (host:port; port 0: any free port; 'off': no console).") var web = "127.0.0.1:9180"
+    @Option(help: "Home Assistant discovery: one config per device or per entity (homeassistant.discovery_mode).") var discoveryMode = "device"
     @OptionGroup var log: LogOptions
 
     func run() async throws {
@@ -51,6 +52,7 @@ struct Demo: AsyncParsableCommand {
         let nova = SimulatedNovaRadio(flashes: SimulatedHome.novaFlashes, ackDelay: SimulatedHome.novaAckDelay)
         var tuning = SimulatedHome.Tuning()
         tuning.web = web == "off" ? "{enabled: false}" : "{listen: \"\(web)\"}"
+        tuning.discoveryMode = discoveryMode
         let yaml = home.yaml(host: host, port: port, base: baseTopic, stateDir: stateDir, tuning: tuning)
         let list = upstreams.map { $0.key == NovaAdapter.id ? NovaUpstream(radio: nova) : $0 }
         // A file, so that it can be edited and reloaded like a real config.

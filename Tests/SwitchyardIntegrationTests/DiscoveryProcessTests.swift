@@ -84,19 +84,39 @@ import Testing
             return devices.count >= 20 && devices.allSatisfy { d in ms.contains { $0.topic == d["topic"]?.stringValue } }
                 && ms.contains { $0.topic == "\(base)/nova/key_light" && $0.payload.contains(#""status":"ready""#) }
         }
+        // Device configs go out once the sweep has found nothing to migrate: wait for every device's.
+        let node = "switchyard_\(Naming.normaliseID(base))_"
+        try await probe.waitFor("every device's config", timeout: 60) { ms in
+            let topics = Set(ms.filter { !$0.payload.isEmpty }.map(\.topic))
+            return listed(ms).allSatisfy { d in
+                topics.contains("homeassistant/device/\(node)\(Naming.normaliseID(d["adapter"]?.stringValue ?? ""))_\(Naming.normaliseID(d["id"]?.stringValue ?? ""))/config")
+            }
+        }
         // A sentinel through the broker: every retained config announced so far has arrived.
         probe.publish("\(base)/sentinel", "s")
         let messages = try await probe.waitFor("the sentinel") { $0.contains { $0.topic == "\(base)/sentinel" } }
         var last: [String: String] = [:]
         for m in messages { last[m.topic] = m.payload }
-        let node = "switchyard_\(Naming.normaliseID(base))_"
-        let announced = last.compactMap { topic, payload -> Announced? in
+        // The demo announces one config per device (`discovery_mode: device`, the default): each of its
+        // components as Home Assistant reads it (what the device config shares merged in), under the
+        // per-entity topic it stands for (the same discovery id: `<node> <key>`).
+        let ours = last.filter { topic, payload in
             let parts = topic.split(separator: "/")
-            guard parts.count == 5, parts[0] == "homeassistant", parts[2].hasPrefix(node), !payload.isEmpty,
-                  let config = try? JSONValue.parse(payload) else { return nil }
-            return Announced(topic: topic, component: String(parts[1]), config: config)
+            return parts.first == "homeassistant" && parts.count >= 4 && parts[2].hasPrefix(node) && !payload.isEmpty
         }
-        #expect(announced.count > 60, "only \(announced.count) discovery configs")
+        #expect(ours.keys.allSatisfy { $0.hasPrefix("homeassistant/device/") }, "per-entity configs in device mode: \(ours.keys.sorted())")
+        let announced = ours.flatMap { topic, payload -> [Announced] in
+            let parts = topic.split(separator: "/").map(String.init)
+            guard parts.count == 4, let config = try? JSONValue.parse(payload), let components = config["components"]?.objectValue else { return [] }
+            return components.map { key, c in
+                var o = c.objectValue ?? [:]
+                let platform = o.removeValue(forKey: "platform")?.stringValue ?? "?"
+                for k in ["device", "origin", "availability", "availability_mode"] where o[k] == nil { o[k] = config[k] }
+                return Announced(topic: "homeassistant/\(platform)/\(parts[2])/\(key)/config", component: platform, config: .object(o))
+            }
+        }
+        #expect(ours.count >= 20, "only \(ours.count) device configs")
+        #expect(announced.count > 60, "only \(announced.count) entities")
         // Each device's own name, from the configs of its own node (a part names another node's device).
         var deviceNames: [String: String] = [:]
         for a in announced {
@@ -170,7 +190,7 @@ import Testing
         // The republish button works: discovery comes again, live.
         probe.clear()
         probe.publish("\(base)/bridge/request/republish", "")
-        try await probe.waitFor("a live republish") { $0.contains { $0.topic == "homeassistant/sensor/\(bridgeNode)/version/config" && !$0.retain } }
+        try await probe.waitFor("a live republish") { $0.contains { $0.topic == "homeassistant/device/\(bridgeNode)/config" && !$0.retain } }
         demo.signal(SIGTERM)
         #expect(await demo.wait(timeout: 30) == 0)
     }
@@ -211,9 +231,9 @@ import Testing
         let bridge = try BridgeProcess(arguments: ["run", "-c", path])
         defer { bridge.signal(SIGKILL) }
         for t in stale { try await probe.waitFor(topic: t, payload: "") }
-        // The kitchen light itself is announced, and the foreign config was left alone.
-        try await probe.waitFor(topic: "homeassistant/light/\(node)virtual_kitchen/light/config")
-        #expect(!probe.messages.contains { $0.topic == "homeassistant/light/\(node)virtual_kitchen/light/config" && $0.payload.isEmpty })
+        // The kitchen light itself is announced (one config for the device), and the foreign config was left alone.
+        try await probe.waitFor(topic: "homeassistant/device/\(node)virtual_kitchen/config")
+        #expect(!probe.messages.contains { $0.topic == "homeassistant/device/\(node)virtual_kitchen/config" && $0.payload.isEmpty })
         #expect(!probe.messages.contains { ($0.topic == kept || $0.topic == extended) && $0.payload.isEmpty })
         bridge.signal(SIGTERM)
         #expect(try await bridge.waitForExit() == 0)

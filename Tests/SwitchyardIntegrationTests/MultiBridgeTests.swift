@@ -46,10 +46,15 @@ import SwitchyardTestSupport
         // orphans at start cleared nothing of A's.
         let (da, db) = (discovery(probe, base: a), discovery(probe, base: b))
         #expect(Set(da.keys).isDisjoint(with: db.keys))
-        func ids(_ d: [String: String]) -> Set<String> {
-            Set(d.values.compactMap { try? JSONValue.parse($0) }.compactMap { $0["unique_id"]?.stringValue })
+        // Every unique_id of a config: its own, or (one config per device) those of its components.
+        func ids(_ d: [String: String]) -> [String] {
+            d.values.compactMap { try? JSONValue.parse($0) }.flatMap { c -> [String] in
+                if let components = c["components"]?.objectValue { return components.values.compactMap { $0["unique_id"]?.stringValue } }
+                return c["unique_id"]?.stringValue.map { [$0] } ?? []
+            }
         }
-        #expect(ids(da).count == da.count && ids(db).count == db.count && ids(da).isDisjoint(with: ids(db)))
+        #expect(!ids(da).isEmpty && Set(ids(da)).count == ids(da).count && Set(ids(db)).count == ids(db).count
+            && Set(ids(da)).isDisjoint(with: ids(db)))
         #expect(!da.values.contains { $0.contains("\"\(b)/") } && !db.values.contains { $0.contains("\"\(a)/") })
 
         // Commands: one to A changes A's light only.

@@ -528,11 +528,14 @@ function renderDiscovery(configs) {
   if (!configs.length) { box.textContent = 'Nothing announced (discovery is off, or this device has no entity).'; return; }
   box.replaceChildren(el('table', {},
     el('thead', {}, el('tr', {}, ...['Component', 'Entity', 'Name', 'Unique id', 'Config topic'].map((t) => el('th', { text: t })))),
-    el('tbody', {}, ...configs.map(([topic, payload]) => {
-      const c = parse(payload) ?? {};
-      const component = topic.split('/')[1];
-      return el('tr', {}, el('td', { text: component }), el('td', { text: c.default_entity_id ?? `${component}.${c.object_id ?? ''}` }),
-        el('td', { text: c.name ?? c.device?.name ?? '' }), el('td', { text: c.unique_id ?? '' }), el('td', { text: topic }));
+    el('tbody', {}, ...configs.flatMap(([topic, payload]) => {
+      const config = parse(payload) ?? {};
+      // A device config (`discovery_mode: device`) holds its entities under `components`.
+      const entities = config.components ? Object.values(config.components).map((c) => [c.platform, c, config.device])
+        : [[topic.split('/').at(-4), config, config.device]];
+      return entities.map(([component, c, device]) => el('tr', {}, el('td', { text: component }),
+        el('td', { text: c.default_entity_id ?? `${component}.${c.object_id ?? ''}` }),
+        el('td', { text: c.name ?? device?.name ?? '' }), el('td', { text: c.unique_id ?? '' }), el('td', { text: topic })));
     }))));
 }
 

@@ -1,0 +1,169 @@
+"""The real-Home-Assistant tier (`make test-ha`, docs/testing.md "Home Assistant"): Home Assistant Core 2025.4.4
+reads what the bridge announces, per device and per entity, migrates an install from one to the other, and
+has every entity of a thousand lights available after a fresh start and after a restart."""
+
+import datetime
+import os
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (Bridge, Broker, HomeAssistant, Watcher, cleanup, expected_entities, wait_until,  # noqa: E402
+                     workdir)
+
+BASE = "sy"
+NODE = f"switchyard_{BASE}_"
+# What Home Assistant's log says about this bridge's configs and topics.
+NEEDLES = [NODE, f"'{BASE}/", f" {BASE}/", "Switchyard"]
+
+
+class Setup:
+    def __init__(self, name):
+        self.dir = workdir(name)
+        self.broker = Broker(self.dir)
+        self.watch = Watcher(self.broker.port, ["homeassistant/#", f"{BASE}/#"])
+        self.bridge = None
+        self.ha = HomeAssistant(self.dir, self.broker.port)
+
+    def close(self):
+        self.ha.stop()
+        if self.bridge:
+            self.bridge.stop()
+        self.watch.stop()
+        self.broker.stop()
+        cleanup(self.dir)
+
+    def announced(self):
+        """The entities of the retained configs once they have stopped changing for two seconds."""
+        last = {"n": -1, "since": time.monotonic()}
+
+        def settled():
+            n = len(expected_entities(self.watch.snapshot(), NODE))
+            if n != last["n"]:
+                last.update(n=n, since=time.monotonic())
+            return n > 0 and time.monotonic() - last["since"] > 2 and n
+        wait_until("the bridge's discovery configs", settled)
+        return expected_entities(self.watch.snapshot(), NODE)
+
+    def ours(self):
+        """This bridge's entities in Home Assistant's entity registry: unique_id → entity_id."""
+        return {e["unique_id"]: e["entity_id"] for e in self.ha.entity_registry()
+                if e["platform"] == "mqtt" and (e.get("unique_id") or "").startswith(NODE)}
+
+    def wait_available(self, expected):
+        """Every announced entity registered, and available unless its device's availability says offline."""
+        def ready():
+            registry = self.ours()
+            if set(registry) != set(expected):
+                return False
+            states, snap = self.ha.states(), self.watch.snapshot()
+            for uid, (_, avail) in expected.items():
+                online = avail is None or snap.get(avail) == b"online"
+                state = states.get(registry[uid])
+                if state is None or (online and state["state"] == "unavailable"):
+                    return False
+            return registry
+        return wait_until("every entity registered and available", ready)
+
+    def problems(self):
+        return self.ha.log_problems(NEEDLES)
+
+
+class DemoDiscoveryTests(unittest.TestCase):
+    """The demo's devices (every adapter against its simulator) in a fresh Home Assistant."""
+
+    def check(self, mode):
+        s = Setup(f"demo-{mode}")
+        try:
+            s.bridge = Bridge(s.dir, s.broker.port, BASE, mode)
+            expected = s.announced()
+            self.assertGreater(len(expected), 60)
+            snap = s.watch.snapshot()
+            ours = [t for t, p in snap.items() if p and t.split("/")[2:3] and t.split("/")[2].startswith(NODE)]
+            if mode == "device":
+                self.assertTrue(all(t.startswith("homeassistant/device/") for t in ours), ours)
+            else:
+                self.assertFalse(any(t.startswith("homeassistant/device/") for t in ours), ours)
+            s.ha.start()
+            registry = s.wait_available(expected)
+            self.assertEqual(len(registry), len(expected))
+            self.assertEqual(s.problems(), [])
+        finally:
+            s.close()
+
+    def test_device_mode(self):
+        self.check("device")
+
+    def test_entity_mode(self):
+        self.check("entity")
+
+
+class MigrationTests(unittest.TestCase):
+    def test_a_per_entity_install_moves_to_device_configs_keeping_its_entities(self):
+        s = Setup("migration")
+        try:
+            s.bridge = Bridge(s.dir, s.broker.port, BASE, "entity", log_name="entity.log")
+            expected = s.announced()
+            s.ha.start()
+            before = s.wait_available(expected)
+            light = next(e for u, e in before.items() if e.startswith("light.") and expected[u][1]
+                         and s.watch.snapshot().get(expected[u][1]) == b"online")
+            since = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=1)).isoformat()
+            wait_until("the light's state in the recorder", lambda: s.ha.history(light, since))
+            time.sleep(2)   # the recorder commits every second
+            migrated_at = datetime.datetime.now(datetime.UTC)
+
+            self.assertEqual(s.bridge.stop(), 0)
+            s.bridge = Bridge(s.dir, s.broker.port, BASE, "device", log_name="device.log")
+
+            def cleared():
+                snap = s.watch.snapshot()
+                old = [t for t, p in snap.items() if p and len(t.split("/")) == 5 and t.split("/")[2].startswith(NODE)]
+                new = [t for t, p in snap.items() if p and t.startswith("homeassistant/device/") and t.split("/")[2].startswith(NODE)]
+                return not old and new
+            wait_until("the per-entity configs cleared and the device configs announced", cleared)
+            after_expected = s.announced()
+            self.assertEqual(set(after_expected), set(expected))
+            after = s.wait_available(after_expected)
+            # The same entities: same unique_ids under the same entity ids, and none left over.
+            self.assertEqual(after, before)
+            states = s.ha.states()
+            for entity_id in after.values():
+                self.assertFalse(states[entity_id]["attributes"].get("restored", False), entity_id)
+            # Its history from before the migration is still the entity's.
+            history = s.ha.history(light, since)
+            first = datetime.datetime.fromisoformat(history[0]["last_changed"])
+            self.assertLess(first, migrated_at, history[:3])
+            self.assertEqual(s.problems(), [])
+        finally:
+            s.close()
+
+
+class ThousandLightsTests(unittest.TestCase):
+    """Issue 39: every one of a thousand lights available after a fresh start and after a restart."""
+
+    def check(self, mode, lights=1000):
+        s = Setup(f"lights-{mode}")
+        try:
+            s.bridge = Bridge(s.dir, s.broker.port, BASE, mode, lights=lights)
+            expected = s.announced()
+            self.assertEqual(sum(1 for c, _ in expected.values() if c == "light"), lights)
+            s.ha.start()
+            s.wait_available(expected)
+            s.ha.stop()
+            s.ha.start()
+            s.wait_available(expected)
+            self.assertEqual(s.problems(), [])
+        finally:
+            s.close()
+
+    def test_device_mode(self):
+        self.check("device")
+
+    def test_entity_mode(self):
+        self.check("entity")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
