@@ -26,6 +26,11 @@ public protocol Adapter: Sendable {
     /// takes over what the old instance knew of its upstream that no single listing says again. The
     /// default takes nothing.
     func inherit(from previous: any Adapter) async
+    /// Called before `run` when a standby instance takes over (design.md §17): the last states the group's
+    /// previous active instance published for this adapter's devices, by device id. An adapter whose devices'
+    /// truth is upstream ignores them (the default); one that keeps state itself (the virtual devices) starts
+    /// from them.
+    func restore(states: [String: [String: JSONValue]]) async
 }
 
 /// An adapter that mirrors an upstream's own topic tree under `<base>/<id>/` (the Home Assistant
@@ -64,6 +69,7 @@ extension Adapter {
     public func refreshAll(context: AdapterContext) async throws {}
     public func request(path: String, payload: JSONValue, context: AdapterContext) async throws -> JSONValue? { nil }
     public func inherit(from previous: any Adapter) async {}
+    public func restore(states: [String: [String: JSONValue]]) async {}
 }
 
 /// One device's fields to merge into its state and, when known, its availability (`AdapterContext.report`).

@@ -146,7 +146,7 @@ extension BridgeEngine {
                                 requests: s.requests, errors: s.errors, lastError: s.lastError, lastOK: s.lastOK, queuedBytes: s.hosted.queued.bytes.load(ordering: .relaxed))
             }
         }
-        return EngineSnapshot(version: settings.version, uptime: uptime, adapters: adapters, scheme: scheme, stopped: stopped)
+        return EngineSnapshot(version: settings.version, uptime: uptime, adapters: adapters, scheme: scheme, stopped: stopped, standby: standby)
     }
 
     /// A message handed to the engine as if it had come from the broker (the console's controls): routed

@@ -460,8 +460,12 @@ extension BridgeEngine {
             adapters[id] = BridgeAPI.adapterHealth(status: a.status, devices: a.registry.devices.count, requests: a.requests, errors: a.errors,
                                                    lastError: a.lastError, lastOK: a.lastOK, metrics: a.metrics)
         }
-        let health = BridgeAPI.health(uptime: uptime, rss: ProcessStats.residentBytes(), transport: transport.stats(), adapters: adapters,
+        var health = BridgeAPI.health(uptime: uptime, rss: ProcessStats.residentBytes(), transport: transport.stats(), adapters: adapters,
                                       limits: bounds.snapshot)
+        if !healthExtra.isEmpty, case .object(var o) = health {
+            o.merge(healthExtra) { $1 }
+            health = .object(o)
+        }
         transport.publish(scheme.bridge("health"), json: health, qos: 1, retain: true)
     }
 
@@ -473,6 +477,7 @@ extension BridgeEngine {
         var filters = scheme.commandFilters(depths: depths)
         if settings.discovery { filters.append(scheme.haStatusTopic) }
         if case .collecting = sweep { filters += discoverySweep.filters + [sweepTopic] }
+        if replay?.asked == true { filters.append(replayTopic) }
         transport.setSubscriptions(filters)
     }
 

@@ -178,6 +178,12 @@ public actor BridgeEngine {
     var retiredTotals: [String: (requests: Int, errors: Int)] = [:]
     var nextTicket: UInt64 = 0
     nonisolated let observers = EngineObservers()
+    /// Hot standby (BridgeEngine+Standby.swift): commands to replay after a takeover, how many were, the
+    /// figures the runtime adds to `bridge/health`, and the console's view of the instance.
+    var replay: Replay?
+    var standbyReplayed = 0
+    var healthExtra: [String: JSONValue] = [:]
+    var standby: StandbySnapshot?
     let childJobs: AsyncStream<ChildJob>
     let childJobQueue: AsyncStream<ChildJob>.Continuation
 
@@ -472,6 +478,7 @@ public actor BridgeEngine {
             // A sweep cut short by the disconnect asks again (its subscription came back with the session).
             if case .collecting(let nonce, _) = sweep { transport.publish(sweepTopic, Array(nonce.utf8), qos: 1, retain: false) }
             maybeSweep()
+            askForReplaySentinel()
         case .disconnected(let reason):
             logger.debug("broker disconnected: publishes wait in the outbox", metadata: ["reason": "\(reason)"])
         case .message(let m):
@@ -489,6 +496,10 @@ public actor BridgeEngine {
         if m.topic.hasPrefix(scheme.discoveryPrefix + "/") && m.topic != scheme.haStatusTopic || m.topic == sweepTopic {
             swept(m)
             return
+        }
+        if replay != nil {
+            if m.topic == replayTopic { replayed(m); return }
+            noteDelivered(m)
         }
         switch router.route(m, in: Directory(entries: entries, order: adapterOrder)) {
         case .none:

@@ -54,6 +54,16 @@ public struct StandbyWatch: Sendable {
         vacantSince = nil
     }
 
+    /// This instance was active and is not any more (its connection ended, or it was paused): what it knew
+    /// of the others may be as old as its active phase, and a pause may have hidden everything said while it
+    /// lasted. It starts again as if its watching connection had just connected: nobody is believed gone
+    /// before each has had `confirmWithin` to say it again (the runtime asks them), and the vacancy is timed
+    /// from now.
+    public mutating func activePhaseEnded(now: MonotonicInstant) {
+        if connectedAt != nil { connected(now: now) }
+        vacantSince = nil
+    }
+
     /// The watching connection is gone: nothing it knew is current.
     public mutating func disconnected() {
         connectedAt = nil
@@ -70,6 +80,8 @@ public struct StandbyWatch: Sendable {
         }
         if name != me, before?.role == .active, role != .active {
             lastActive = (name, role == .offline ? "its connection ended (Last Will)" : role == nil ? "its claim was cleared" : "it stepped down", now)
+            // The vacancy dates from the moment the active instance's claim ended, not from the next look.
+            if connectedAt != nil, activeOther(now: now) == nil, vacantSince == nil { vacantSince = now }
         }
     }
 

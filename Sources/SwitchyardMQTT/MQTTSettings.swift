@@ -38,7 +38,8 @@ public struct MQTTSettings: Sendable {
     public var sessionExpiry: Int
     /// `<base>/bridge/state`: the Last Will (`willPayload`) and the birth message (`birthPayload`) on every connect.
     public var stateTopic: String
-    public var birthPayload: [UInt8] = Array("online".utf8)
+    /// None: no birth message (a connection whose retained message on `stateTopic` says more than online).
+    public var birthPayload: [UInt8]? = Array("online".utf8)
     public var willPayload: [UInt8] = Array("offline".utf8)
     /// False for a clean session (MQTT 3.1.1 clean_session, MQTT 5 no session kept): what a connection that
     /// only watches wants. The bridge's own connection keeps its session (design.md §3).

@@ -57,6 +57,10 @@ public final class MosquittoTransport: MQTTTransport {
     let clock = SystemClock()
     /// When the network thread last read something from the broker (nanoseconds on `clock`; -1: never).
     let heard = Atomic<Int64>(-1)
+    /// Until when (nanoseconds on `clock`) the network thread counts as just resumed: it found itself woken
+    /// long after it last ran (the process was paused), and what it reads first may be what the broker sent
+    /// before it gave up on the connection.
+    let resumedUntil = Atomic<Int64>(-1)
     /// Why a transport that does not reconnect has ended (`MQTTSettings.reconnects`).
     let ended = Locked<TransportEnd?>(nil)
 
@@ -187,6 +191,10 @@ public final class MosquittoTransport: MQTTTransport {
         let n = heard.load(ordering: .acquiring)
         return n < 0 ? nil : MonotonicInstant(sinceOrigin: .nanoseconds(n))
     }
+
+    /// The network thread was found paused for longer than half the keepalive within the last second: what
+    /// it has heard since may be stale (design.md §17).
+    public var recentlyResumed: Bool { clock.now().sinceOrigin.nanosecondsClamped < resumedUntil.load(ordering: .acquiring) }
 
     /// Why the transport ended on its own (only when it does not reconnect); nil while it runs or after `stop`.
     public var endReason: TransportEnd? { ended.withLock { $0 } }
@@ -404,7 +412,15 @@ final class NetworkLoop {
     func serve(_ m: OpaquePointer) {
         let started = now()
         var fds = [pollfd(fd: 0, events: 0, revents: 0), pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+        var lastTurn = started
         while true {
+            // A turn comes at least every 250 ms (the poll's timeout): one that comes after half the keepalive
+            // means the process was paused (SIGSTOP, a frozen VM), and the broker may have given up on us.
+            let turn = now()
+            if (turn - lastTurn).seconds > Double(settings.keepalive) / 2 {
+                transport.resumedUntil.store(turn.adding(seconds: 1).sinceOrigin.nanosecondsClamped, ordering: .releasing)
+            }
+            lastTurn = turn
             let sock = mosquitto_socket(m)
             if sock < 0 { return }
             // While the core has its fill of inbound messages the socket is not read: the broker waits.
@@ -473,7 +489,7 @@ final class NetworkLoop {
             s.stats.maximumPacketSize = maximumPacketSize
             s.stats.topicAliasMaximum = topicAliasMaximum
             // Birth message first, then every retained topic we own, then unacknowledged events.
-            s.outbox.add(topic: settings.stateTopic, payload: settings.birthPayload, qos: 1, retain: true)
+            if let birth = settings.birthPayload { s.outbox.add(topic: settings.stateTopic, payload: birth, qos: 1, retain: true) }
             s.outbox.resetForReconnect(first: settings.stateTopic)
         }
         logger.info("connected to broker", metadata: ["mqtt.host": "\(settings.host)", "mqtt.port": "\(settings.port)",

@@ -59,7 +59,14 @@ public enum BridgeRuntime {
     /// the config was read with). Without `reloadOnHangup`, SIGHUP stops the bridge as SIGTERM does.
     /// `consoleListening` is told the console's address each time it starts listening.
     public static func run(config: SwitchyardConfig, configPath: String?, reloadOnHangup: Bool = true, upstreams: [any Upstream], logger: Logger,
-                           extraServices: [any Service] = [], consoleListening: (@Sendable (String) -> Void)? = nil) async throws {
+                           extraServices: [any Service] = [], consoleListening: (@Sendable (String) -> Void)? = nil,
+                           instance: String? = nil) async throws {
+        if config.standby.enabled {
+            try await runStandby(config: config, configPath: configPath, reloadOnHangup: reloadOnHangup, upstreams: upstreams, logger: logger,
+                                 extraServices: extraServices, consoleListening: consoleListening,
+                                 instance: instance ?? (config.standby.instance.isEmpty ? SwitchyardConfig.hostName() : config.standby.instance))
+            return
+        }
         let transport = MosquittoTransport(settings: mqttSettings(config), logger: Logger(label: "switchyard.mqtt"))
         // The console sees what the engine publishes through the transport it is given (docs/console.md).
         let feed = config.web.enabled ? ConsoleFeed(scheme: engineSettings(config).scheme, store: transport) : nil
@@ -91,6 +98,35 @@ public enum BridgeRuntime {
         }
         services += extraServices
         // Last in the group, so stopped first: the pages go before the engine does.
+        if let console { services.append(console) }
+        let group = ServiceGroup(configuration: .init(
+            services: services.map { .init(service: $0) },
+            gracefulShutdownSignals: [.sigterm, .sigint] + (reloadOnHangup ? [] : [.sighup]),
+            logger: logger))
+        try await group.run()
+    }
+
+    /// The bridge as one instance of a standby group (design.md §17): a `StandbyService` instead of the
+    /// transport and the engine, which it builds for each active phase; the console follows whichever runs.
+    static func runStandby(config: SwitchyardConfig, configPath: String?, reloadOnHangup: Bool, upstreams: [any Upstream], logger: Logger,
+                           extraServices: [any Service], consoleListening: (@Sendable (String) -> Void)?, instance: String) async throws {
+        guard SwitchyardConfig.validInstanceName(instance) else {
+            throw AdapterError("'\(instance)' is not a valid standby instance name (letters, digits, '-', '_' and '.', at most 64): set --instance")
+        }
+        let settings = engineSettings(config)
+        let view = StandbyEngineView(version: switchyardVersion, scheme: settings.scheme)
+        let store = StandbyStore()
+        let feed = config.web.enabled ? ConsoleFeed(scheme: settings.scheme, store: store) : nil
+        let console = feed.map {
+            ConsoleService(settings: config.web, engine: view, feed: $0, transportStats: { store.stats() },
+                           logger: Logger(label: "switchyard.web"), listening: consoleListening)
+        }
+        let notifier = SystemdNotifier()
+        var services: [any Service] = [StandbyService(config: config, instance: instance, configPath: configPath, upstreams: upstreams, logger: logger,
+                                                      view: view, store: store, feed: feed, notifier: notifier)]
+        if configPath != nil && reloadOnHangup { services.append(StandbyReloadService(view: view)) }
+        if ProcessInfo.processInfo.environment["SWITCHYARD_MALLOC_TRIM"] != "0" { services.append(MemoryTrimService()) }
+        services += extraServices
         if let console { services.append(console) }
         let group = ServiceGroup(configuration: .init(
             services: services.map { .init(service: $0) },
@@ -174,6 +210,18 @@ struct ReloadOnHangupService: Service {
         let signals = await UnixSignalsSequence(trapping: .sighup)
         for await _ in signals.cancelOnGracefulShutdown() {
             await engine.reloadFromSignal()
+        }
+    }
+}
+
+/// SIGHUP under hot standby: the active phase's engine reloads; a standby instance reads the file again when
+/// it next takes over.
+struct StandbyReloadService: Service {
+    let view: StandbyEngineView
+    func run() async throws {
+        let signals = await UnixSignalsSequence(trapping: .sighup)
+        for await _ in signals.cancelOnGracefulShutdown() {
+            await view.current?.reloadFromSignal()
         }
     }
 }

@@ -302,6 +302,11 @@ public final class ConsoleService: Service, Sendable {
     static func notReady(_ e: EngineSnapshot, _ s: TransportStats) -> [String] {
         var reasons: [String] = []
         if e.stopped { reasons.append("stopping") }
+        // Under hot standby only the active instance serves; the others are alive (`/livez`), not ready.
+        if let sb = e.standby, sb.role != "active" {
+            reasons.append("standby: not the active instance (active: \(sb.group.filter { $0.value == "active" }.keys.sorted().first ?? "none"))")
+            return reasons
+        }
         if !s.connected { reasons.append("broker: not connected") }
         for a in e.adapters {
             switch a.status {

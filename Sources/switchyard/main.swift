@@ -44,6 +44,9 @@ struct Run: AsyncParsableCommand {
     @Option(name: .shortAndLong, help: "The YAML config file.")
     var config: String
 
+    @Option(help: "This instance's name in a standby group (standby.enabled); outranks standby.instance. Default: the host name.")
+    var instance: String?
+
     @OptionGroup var log: LogOptions
 
     func run() async throws {
@@ -51,7 +54,7 @@ struct Run: AsyncParsableCommand {
         let logger = try log.bootstrap(config: c)
         logger.info("starting", metadata: ["version": "\(switchyardVersion)", "commit": "\(Switchyard.buildCommit)", "config": "\(config)",
                                            "broker": "\(c.brokerURL)"])
-        try await BridgeRuntime.run(config: c, configPath: config, upstreams: upstreams, logger: logger)
+        try await BridgeRuntime.run(config: c, configPath: config, upstreams: upstreams, logger: logger, instance: instance)
         logger.info("stopped")
     }
 }

@@ -73,9 +73,20 @@ public actor VirtualAdapter: Adapter {
         }
     }
 
+    /// States a standby takeover hands over (`restore`): each device starts from its own, if it has one.
+    var restored: [String: [String: JSONValue]] = [:]
+
+    public func restore(states: [String: [String: JSONValue]]) {
+        restored = states
+    }
+
     public func run(context: AdapterContext) async throws {
         await context.setDevices(devices.map(Self.descriptor), authoritative: true)
-        for d in devices { states[d.name] = Self.initialState(d) }
+        // A restored state keeps only the fields its type has (the file may have changed the type since).
+        for d in devices {
+            let initial = Self.initialState(d)
+            states[d.name] = initial.merging(restored[d.name]?.filter { initial[$0.key] != nil } ?? [:]) { $1 }
+        }
         await context.report(devices.map { DeviceReport($0.name, fields: states[$0.name] ?? [:]) })
         await context.setStatus(.running)
         let sensors = devices.filter { $0.type == "sensor" }

@@ -1,0 +1,137 @@
+import Foundation
+import Testing
+@testable import SwitchyardCore
+
+/// Hot standby's pure parts (design.md §17): when an instance takes over (`StandbyWatch`), and what it keeps
+/// of the group's traffic meanwhile (`StandbyJournal`). Times are instants made here; nothing sleeps.
+@Suite struct StandbyWatchTests {
+    func at(_ s: Double) -> MonotonicInstant { MonotonicInstant.origin.adding(seconds: s) }
+    func watch() -> StandbyWatch { StandbyWatch(me: "b", takeoverDelay: 1, confirmWithin: 3) }
+
+    @Test func aStandbyTakesOverOnlyAfterNobodyWasActiveForTheDelay() {
+        var w = watch()
+        #expect(w.decide(now: at(0)) == .wait)             // not connected: never
+        w.connected(now: at(0))
+        w.saw("a", role: .active, replayed: false, now: at(0.1))
+        #expect(w.decide(now: at(5)) == .wait)
+        w.saw("a", role: .offline, replayed: false, now: at(6))   // a's Last Will
+        #expect(w.decide(now: at(6.5)) == .wait)
+        #expect(w.decide(now: at(6.99)) == .wait)
+        #expect(w.decide(now: at(7.0)) == .takeOver(from: "a", reason: "its connection ended (Last Will)"))
+    }
+
+    @Test func theJitterSpreadsTheGroupsAttempts() {
+        var w = watch()
+        w.connected(now: at(0))
+        #expect(w.decide(now: at(0), jitter: 0.5) == .wait)
+        #expect(w.decide(now: at(1.4), jitter: 0.5) == .wait)
+        #expect(w.decide(now: at(1.5), jitter: 0.5) == .takeOver(from: nil, reason: "no instance is active"))
+    }
+
+    @Test func anActiveClaimSeenDuringTheDelayStopsIt() {
+        var w = watch()
+        w.connected(now: at(0))
+        _ = w.decide(now: at(0.5))
+        w.saw("c", role: .active, replayed: false, now: at(0.9))    // another standby won the race
+        #expect(w.decide(now: at(1.2)) == .wait)
+        #expect(w.vacantSince == nil)
+    }
+
+    /// A claim the broker kept (retained, replayed at subscribe time) from an instance that died while a
+    /// persistent broker was down is believed for `confirmWithin` only.
+    @Test func aReplayedClaimNotSaidAgainIsBelievedOnlyForAWhile() {
+        var w = watch()
+        w.connected(now: at(10))
+        w.saw("a", role: .active, replayed: true, now: at(10.1))
+        #expect(w.decide(now: at(12.9)) == .wait)
+        // Past confirm_within: the vacancy starts now, and the delay runs from there.
+        #expect(w.decide(now: at(13.1)) == .wait)
+        #expect(w.decide(now: at(14.1)) == .takeOver(from: "a", reason: "its claim was not confirmed within 3.0 s"))
+    }
+
+    @Test func aReplayedClaimSaidAgainLiveIsBelievedForGood() {
+        var w = watch()
+        w.connected(now: at(10))
+        w.saw("a", role: .active, replayed: true, now: at(10.1))
+        w.saw("a", role: .active, replayed: false, now: at(10.2))   // a answers the ping
+        #expect(w.decide(now: at(60)) == .wait)
+        // A reconnect of the watching connection makes every claim unconfirmed again.
+        w.connected(now: at(60))
+        w.saw("a", role: .active, replayed: true, now: at(60.1))
+        #expect(w.decide(now: at(63.5)) == .wait)                 // the vacancy starts only now…
+        #expect(w.decide(now: at(64.6)) == .takeOver(from: "a", reason: "its claim was not confirmed within 3.0 s"))
+    }
+
+    /// An instance that was active and paused (its watching connection may not even have noticed yet) must
+    /// not take the id back at once from the instance that replaced it meanwhile.
+    @Test func afterItsActivePhaseAnInstanceWaitsForTheOthersToSpeak() {
+        var w = watch()
+        w.connected(now: at(0))
+        _ = w.decide(now: at(0))
+        #expect(w.decide(now: at(1)) == .takeOver(from: nil, reason: "no instance is active"))
+        // Active for a while (the runtime does not ask), then paused 20 s; c took over meanwhile, unseen.
+        w.activePhaseEnded(now: at(40))
+        #expect(w.decide(now: at(40.5)) == .wait)
+        w.saw("c", role: .active, replayed: false, now: at(40.6))  // c answers the ping
+        #expect(w.decide(now: at(50)) == .wait)
+    }
+
+    @Test func itsOwnClaimIsNotAnother() {
+        var w = watch()
+        w.connected(now: at(0))
+        w.saw("b", role: .active, replayed: true, now: at(0.1))
+        _ = w.decide(now: at(0.2))
+        #expect(w.decide(now: at(1.2)) == .takeOver(from: nil, reason: "no instance is active"))
+    }
+}
+
+@Suite struct StandbyJournalTests {
+    let scheme = TopicScheme(base: "b")
+    func at(_ s: Double) -> MonotonicInstant { MonotonicInstant.origin.adding(seconds: s) }
+    func msg(_ topic: String, _ payload: String, retain: Bool = false) -> InboundMessage {
+        InboundMessage(topic: topic, payload: Array(payload.utf8), retain: retain)
+    }
+
+    @Test func commandsWithATransactionWaitUntilTheirResult() {
+        var j = StandbyJournal(scheme: scheme)
+        j.saw(msg("b/virtual/lamp/set", #"{"state":"ON","transaction":"t1"}"#), now: at(0))
+        j.saw(msg("b/virtual/lamp/set", #"{"state":"OFF"}"#), now: at(0.1))                        // no transaction: not kept
+        j.saw(msg("b/virtual/lamp/set/brightness", "40"), now: at(0.2))                             // plain value: none either
+        j.saw(msg("b/lifx/group/desk/set", #"{"brightness":10,"transaction":7}"#), now: at(0.3))
+        #expect(j.pending.map(\.transaction) == ["t1", 7])
+        #expect(j.pending.map(\.resultTopic) == ["b/virtual/lamp/result", "b/lifx/group/desk/result"])
+        // The result of another device with the same transaction answers nothing here.
+        j.saw(msg("b/virtual/other/result", #"{"transaction":"t1","status":"ok"}"#), now: at(1))
+        #expect(j.pending.count == 2)
+        j.saw(msg("b/virtual/lamp/result", #"{"transaction":"t1","status":"ok"}"#), now: at(1))
+        #expect(j.pending.map(\.transaction) == [7])
+        // A retained command (a ghost) is never kept.
+        j.saw(msg("b/virtual/lamp/set", #"{"state":"ON","transaction":"r"}"#, retain: true), now: at(2))
+        #expect(j.pending.count == 1)
+    }
+
+    @Test func theWindowAndTheBoundsLetTheOldestGo() {
+        var j = StandbyJournal(scheme: scheme, window: 30, maxEntries: 2)
+        j.saw(msg("b/virtual/lamp/set", #"{"transaction":1}"#), now: at(0))
+        j.saw(msg("b/virtual/lamp/set", #"{"transaction":2}"#), now: at(10))
+        j.saw(msg("b/virtual/lamp/set", #"{"transaction":3}"#), now: at(20))   // over the count: dropped
+        #expect(j.pending.map(\.transaction) == [1, 2] && j.dropped == 1)
+        j.expire(now: at(35))
+        #expect(j.pending.map(\.transaction) == [2])
+    }
+
+    @Test func devicesLastStatesAreRestorableByIdInWhateverOrderTheyCome() {
+        var j = StandbyJournal(scheme: scheme)
+        // A state before the list that names its topic (the broker's replay order is its own).
+        j.saw(msg("b/virtual/kitchen", #"{"state":"ON","brightness":40}"#, retain: true), now: at(0))
+        j.saw(msg("b/virtual/kitchen/availability", "online", retain: true), now: at(0))
+        j.saw(msg("b/bridge/devices", #"[{"adapter":"virtual","id":"k1","name":"kitchen","topic":"b/virtual/kitchen"}]"#, retain: true), now: at(0))
+        j.saw(msg("b/ha/light/porch/state", "on", retain: true), now: at(0))
+        #expect(j.restorable == ["virtual": ["k1": ["state": "ON", "brightness": 40]]])
+        // A live change (retain flag cleared on delivery) replaces it; a clear removes it.
+        j.saw(msg("b/virtual/kitchen", #"{"state":"OFF","brightness":40}"#), now: at(1))
+        #expect(j.restorable["virtual"]?["k1"]?["state"] == "OFF")
+        j.saw(msg("b/virtual/kitchen", "", retain: true), now: at(2))
+        #expect(j.restorable.isEmpty)
+    }
+}
