@@ -150,8 +150,11 @@ public final class HTTPClient: HTTPTransport, Sendable {
 
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         if let unavailable { throw HTTPError(kind: .other, message: unavailable) }
-        // Under hot standby, nothing leaves an instance that may have been replaced (design.md §17).
+        // Under hot standby, nothing leaves an instance that may have been replaced (design.md §17), and what
+        // does says which instance sent it (an upstream's logs, and the failover test, tell them apart).
         try UpstreamLease.check()
+        var request = request
+        if let lease = UpstreamLease.current { request.headers.append(("X-Switchyard-Instance", lease.name)) }
         let id = shared.withLock { s -> UInt64 in
             s.nextID += 1
             return s.nextID

@@ -412,15 +412,11 @@ final class NetworkLoop {
     func serve(_ m: OpaquePointer) {
         let started = now()
         var fds = [pollfd(fd: 0, events: 0, revents: 0), pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
-        var lastTurn = started
+        var pauses = PauseDetector(keepalive: Double(settings.keepalive), at: started)
         while true {
-            // A turn comes at least every 250 ms (the poll's timeout): one that comes after half the keepalive
-            // means the process was paused (SIGSTOP, a frozen VM), and the broker may have given up on us.
-            let turn = now()
-            if (turn - lastTurn).seconds > Double(settings.keepalive) / 2 {
-                transport.resumedUntil.store(turn.adding(seconds: 1).sinceOrigin.nanosecondsClamped, ordering: .releasing)
+            if let until = pauses.turn(at: now()) {
+                transport.resumedUntil.store(until.sinceOrigin.nanosecondsClamped, ordering: .releasing)
             }
-            lastTurn = turn
             let sock = mosquitto_socket(m)
             if sock < 0 { return }
             // While the core has its fill of inbound messages the socket is not read: the broker waits.
@@ -723,5 +719,25 @@ extension MosquittoTransport: RetainedStore {
     }
     public func retainedCount(under prefix: String, excluding: [String]) -> Int {
         shared.withLock { $0.outbox.retainedCount(under: prefix, excluding: excluding) }
+    }
+}
+
+/// The network thread's turns come at least every 250 ms (its poll's timeout); one that comes after half the
+/// keepalive means the process was paused (SIGSTOP, a frozen VM) and the broker may have given up on the
+/// connection meanwhile. For a second after such a turn the transport counts as just resumed
+/// (`MosquittoTransport.recentlyResumed`): what it reads first may be what the broker sent before it gave up.
+struct PauseDetector {
+    let limit: Double
+    var last: MonotonicInstant
+
+    init(keepalive: Double, at start: MonotonicInstant) {
+        limit = keepalive / 2
+        last = start
+    }
+
+    /// A turn of the loop at `now`: when the process was paused before it, until when it counts as resumed.
+    mutating func turn(at now: MonotonicInstant) -> MonotonicInstant? {
+        defer { last = now }
+        return (now - last).seconds > limit ? now.adding(seconds: 1) : nil
     }
 }

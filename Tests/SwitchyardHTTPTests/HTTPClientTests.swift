@@ -174,3 +174,30 @@ import SwitchyardHTTP
         }
     }
 }
+
+/// The upstream lease of hot standby (design.md §17) at the HTTP client, the place every cloud adapter's
+/// request leaves by: nothing is sent while the bound lease is invalid, and what is sent names its instance.
+@Suite struct UpstreamLeaseHTTPTests {
+    @Test func noRequestLeavesUnderAnInvalidLeaseAndEachSaysItsInstance() async throws {
+        try await HTTPClientTests.withServer { s in
+            try await HTTPClient.withClient { c in
+                let valid = Locked(true)
+                let lease = UpstreamLease(name: "east") { valid.withLock { $0 } }
+                try await UpstreamLease.$current.withValue(lease) {
+                    #expect(try await c.get("\(s.baseURL)/hello").status == 200)
+                    valid.withLock { $0 = false }
+                    do {
+                        _ = try await c.get("\(s.baseURL)/hello")
+                        Issue.record("a request left under an invalid lease")
+                    } catch let e as AdapterError {
+                        #expect(e.message.contains("instance 'east' is no longer sure to be the active bridge"))
+                    }
+                }
+                // Without a lease (no standby), requests go as always and name no instance.
+                #expect(try await c.get("\(s.baseURL)/hello").status == 200)
+                #expect(s.received.count == 2)
+                #expect(s.received.map { $0.headers["x-switchyard-instance"] } == ["east", nil])
+            }
+        }
+    }
+}

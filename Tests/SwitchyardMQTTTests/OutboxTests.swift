@@ -324,3 +324,15 @@ import SwitchyardCore
         for _ in 0..<3 { #expect(a.use("s/one") == .topic) }
     }
 }
+
+/// When the network thread counts itself as just resumed (design.md §17: the upstream lease is invalid then).
+@Suite struct PauseDetectorTests {
+    @Test func aTurnLongAfterTheLastIsAPause() {
+        let t0 = MonotonicInstant.origin
+        var p = PauseDetector(keepalive: 10, at: t0)
+        #expect(p.turn(at: t0.adding(seconds: 0.25)) == nil)
+        #expect(p.turn(at: t0.adding(seconds: 5.0)) == nil)       // 4.75 s: under half the keepalive (a busy machine)
+        #expect(p.turn(at: t0.adding(seconds: 25.0)) == t0.adding(seconds: 26.0))   // 20 s: paused
+        #expect(p.turn(at: t0.adding(seconds: 25.2)) == nil)
+    }
+}
