@@ -8,7 +8,7 @@ import Glibc
 #endif
 
 extension SwitchyardConfig {
-    /// `standby:` (design.md §17, docs/operations.md "Two bridges, one home"): instances started with the same
+    /// `standby:` (design.md §18, docs/operations.md "Two bridges, one home"): instances started with the same
     /// base topic and client id form one group, one of which is active.
     public struct Standby: Sendable, Equatable {
         public var enabled = false

@@ -26,7 +26,7 @@ public protocol Adapter: Sendable {
     /// takes over what the old instance knew of its upstream that no single listing says again. The
     /// default takes nothing.
     func inherit(from previous: any Adapter) async
-    /// Called before `run` when a standby instance takes over (design.md §17): the last states the group's
+    /// Called before `run` when a standby instance takes over (design.md §18): the last states the group's
     /// previous active instance published for this adapter's devices, by device id. An adapter whose devices'
     /// truth is upstream ignores them (the default); one that keeps state itself (the virtual devices) starts
     /// from them.

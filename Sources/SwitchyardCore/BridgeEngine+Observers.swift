@@ -102,7 +102,7 @@ public struct EngineSnapshot: Sendable, Equatable {
     public var scheme: TopicScheme
     /// The engine has stopped (its `run` returned or is returning).
     public var stopped: Bool
-    /// Under hot standby (design.md §17): this instance's name and role, and why it is not serving when it
+    /// Under hot standby (design.md §18): this instance's name and role, and why it is not serving when it
     /// is not; nil without standby.
     public var standby: StandbySnapshot?
 

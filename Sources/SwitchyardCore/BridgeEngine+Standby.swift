@@ -4,7 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// The engine's part in hot standby (design.md §17): carrying out, after a takeover, the commands the
+/// The engine's part in hot standby (design.md §18): carrying out, after a takeover, the commands the
 /// previous active instance took from the broker and never answered, without carrying out twice what the
 /// broker delivers again; the instance's name and role on `bridge/health` and in the console's snapshot.
 extension BridgeEngine {

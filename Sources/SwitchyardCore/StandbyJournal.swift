@@ -1,4 +1,4 @@
-/// What a standby instance keeps of the group's traffic so that a takeover loses nothing (design.md §17):
+/// What a standby instance keeps of the group's traffic so that a takeover loses nothing (design.md §18):
 /// the commands with a `transaction` that no result has answered yet (the active instance may have taken
 /// them from the broker and died before carrying them out: the broker will not deliver them again), and
 /// each device's last retained state (what the new active's adapters start from where an upstream cannot

@@ -1,4 +1,4 @@
-/// What one instance of a standby group (design.md §17) knows of the others, and when it may take the
+/// What one instance of a standby group (design.md §18) knows of the others, and when it may take the
 /// bridge's client id: a value fed what its watching connection reads on `<base>/bridge/instances/<name>`
 /// (each instance's role, retained, with a Last Will of its own) and the time; no I/O, no clock of its own
 /// (table-tested in `StandbyWatchTests`).

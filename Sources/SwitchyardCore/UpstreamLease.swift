@@ -1,5 +1,5 @@
 /// Whether this bridge may send anything to an upstream now. Without hot standby there is no lease and the
-/// answer is always yes. Under hot standby (design.md §17) the active instance holds the bridge's client
+/// answer is always yes. Under hot standby (design.md §18) the active instance holds the bridge's client
 /// id, and the broker takes it away when it stops hearing from the instance (1.5 × keepalive): the lease is
 /// valid only while the instance has heard from the broker recently enough that the broker cannot have
 /// given the id to another instance yet. An instance that was paused (SIGSTOP, a frozen VM) and resumes

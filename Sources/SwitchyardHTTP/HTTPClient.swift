@@ -150,7 +150,7 @@ public final class HTTPClient: HTTPTransport, Sendable {
 
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         if let unavailable { throw HTTPError(kind: .other, message: unavailable) }
-        // Under hot standby, nothing leaves an instance that may have been replaced (design.md §17), and what
+        // Under hot standby, nothing leaves an instance that may have been replaced (design.md §18), and what
         // does says which instance sent it (an upstream's logs, and the failover test, tell them apart).
         try UpstreamLease.check()
         var request = request

@@ -46,7 +46,7 @@ public struct MQTTSettings: Sendable {
     public var persistentSession = true
     /// False: the first connection's end (or `connectAttempts` failed attempts before one) ends the
     /// transport: its network thread stops and `events` finishes, with `endReason` saying why. A standby's
-    /// connection as the active instance is so (design.md §17): it must not take the client id back.
+    /// connection as the active instance is so (design.md §18): it must not take the client id back.
     public var reconnects = true
     public var connectAttempts = 3
     /// QoS 1 messages in flight at once (fewer when the broker's MQTT 5 Receive Maximum says so); the rest wait

@@ -186,14 +186,14 @@ public final class MosquittoTransport: MQTTTransport {
 
     /// When the broker last sent anything (a PINGRESP included), on the process's monotonic clock; nil
     /// before the first packet. An instance that has heard nothing for longer than the broker waits before
-    /// it gives up on it may already have been replaced (design.md §17).
+    /// it gives up on it may already have been replaced (design.md §18).
     public var lastHeard: MonotonicInstant? {
         let n = heard.load(ordering: .acquiring)
         return n < 0 ? nil : MonotonicInstant(sinceOrigin: .nanoseconds(n))
     }
 
     /// The network thread was found paused for longer than half the keepalive within the last second: what
-    /// it has heard since may be stale (design.md §17).
+    /// it has heard since may be stale (design.md §18).
     public var recentlyResumed: Bool { clock.now().sinceOrigin.nanosecondsClamped < resumedUntil.load(ordering: .acquiring) }
 
     /// Why the transport ended on its own (only when it does not reconnect); nil while it runs or after `stop`.

@@ -106,7 +106,7 @@ public enum BridgeRuntime {
         try await group.run()
     }
 
-    /// The bridge as one instance of a standby group (design.md §17): a `StandbyService` instead of the
+    /// The bridge as one instance of a standby group (design.md §18): a `StandbyService` instead of the
     /// transport and the engine, which it builds for each active phase; the console follows whichever runs.
     static func runStandby(config: SwitchyardConfig, configPath: String?, reloadOnHangup: Bool, upstreams: [any Upstream], logger: Logger,
                            extraServices: [any Service], consoleListening: (@Sendable (String) -> Void)?, instance: String) async throws {

@@ -10,7 +10,7 @@ import SwitchyardCore
 import SwitchyardMQTT
 import SwitchyardWeb
 
-/// Hot standby (design.md §17, docs/operations.md "Two bridges, one home"): instances started with the same
+/// Hot standby (design.md §18, docs/operations.md "Two bridges, one home"): instances started with the same
 /// base topic and client id form a group in which one is active. Every instance keeps a watching connection
 /// of its own (client id `<client_id>-<instance>`, a clean session, its role retained on
 /// `bridge/instances/<instance>` with a Last Will that says `offline`). A standby instance runs no adapter

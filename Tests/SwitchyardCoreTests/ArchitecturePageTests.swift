@@ -96,6 +96,46 @@ import Testing
         #expect(checked > 60, "the page cites fewer names than it should (\(checked)): is the parser still reading it?")
     }
 
+    /// Every source file of a target the page's table lists is named on the page: by its name in the
+    /// target's row, by its path anywhere, or by its name anywhere when no other source file has that name.
+    /// A file added to a target and left off the page fails here.
+    @Test func everySourceFileOfATargetIsOnThePage() throws {
+        let page = try Self.text("docs/architecture.md")
+        let start = try #require(page.range(of: "## The targets")), end = try #require(page.range(of: "## The threads"))
+        let rows = page[start.upperBound..<end.lowerBound].split(separator: "\n").filter { $0.hasPrefix("| ") && $0.contains("`Sources/") }
+        #expect(rows.count >= 15, "the targets table has \(rows.count) rows: is the parser still reading it?")
+        let sources = Self.swiftFiles(under: "Sources")
+        let names = Dictionary(grouping: sources) { ($0 as NSString).lastPathComponent }
+        let folder = try NSRegularExpression(pattern: #"`(Sources/[^`]*/)`"#)
+        var checked = 0
+        for row in rows {
+            let cols = row.components(separatedBy: " | ")
+            guard cols.count >= 3 else { continue }
+            let cell = cols[1]
+            for m in folder.matches(in: cell, range: NSRange(cell.startIndex..., in: cell)) {
+                let pattern = (cell as NSString).substring(with: m.range(at: 1))
+                let dirs: [String]
+                if pattern.contains("<Name>") {
+                    let upstreams = (try? FileManager.default.contentsOfDirectory(atPath: Self.root.appendingPathComponent("Sources/Upstreams").path)) ?? []
+                    dirs = upstreams.sorted().map { pattern.replacingOccurrences(of: "<Name>", with: $0) }.filter { Self.exists($0, directory: true) }
+                } else if pattern.contains("*") {
+                    continue   // the C module maps: no Swift
+                } else {
+                    dirs = [pattern]
+                }
+                for dir in dirs {
+                    for file in sources where file.hasPrefix(dir) {
+                        let name = (file as NSString).lastPathComponent
+                        let named = row.contains(name) || page.contains(file) || (names[name]?.count == 1 && page.contains(name))
+                        #expect(named, "\(file) is in target folder \(dir) but docs/architecture.md does not name it")
+                        checked += 1
+                    }
+                }
+            }
+        }
+        #expect(checked > 120, "only \(checked) files checked: is the parser still reading the table?")
+    }
+
     /// The adapter modules, from Package.swift's `upstream(…, adapter: "…")` lines.
     static func adapterModules() throws -> [String] {
         let package = try text("Package.swift")

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import SwitchyardCore
 
-/// Hot standby's pure parts (design.md §17): when an instance takes over (`StandbyWatch`), and what it keeps
+/// Hot standby's pure parts (design.md §18): when an instance takes over (`StandbyWatch`), and what it keeps
 /// of the group's traffic meanwhile (`StandbyJournal`). Times are instants made here; nothing sleeps.
 @Suite struct StandbyWatchTests {
     func at(_ s: Double) -> MonotonicInstant { MonotonicInstant.origin.adding(seconds: s) }

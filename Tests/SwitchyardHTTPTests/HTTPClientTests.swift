@@ -175,7 +175,7 @@ import SwitchyardHTTP
     }
 }
 
-/// The upstream lease of hot standby (design.md §17) at the HTTP client, the place every cloud adapter's
+/// The upstream lease of hot standby (design.md §18) at the HTTP client, the place every cloud adapter's
 /// request leaves by: nothing is sent while the bound lease is invalid, and what is sent names its instance.
 @Suite struct UpstreamLeaseHTTPTests {
     @Test func noRequestLeavesUnderAnInvalidLeaseAndEachSaysItsInstance() async throws {

@@ -5,7 +5,7 @@ import SwitchyardCore
 import SwitchyardTestSupport
 import Testing
 
-/// Two `switchyard run` processes of one standby group (design.md §17) against one Mosquitto, the virtual
+/// Two `switchyard run` processes of one standby group (design.md §18) against one Mosquitto, the virtual
 /// adapter and the LIFX cloud simulator, under commands with transactions at 20 a second: what a client
 /// sees through a kill -9, a pause, a SIGTERM and a broker restart, and what the upstream sees of each
 /// instance (the simulator counts requests by the `X-Switchyard-Instance` header the HTTP client sends).

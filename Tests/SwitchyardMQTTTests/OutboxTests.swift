@@ -325,7 +325,7 @@ import SwitchyardCore
     }
 }
 
-/// When the network thread counts itself as just resumed (design.md §17: the upstream lease is invalid then).
+/// When the network thread counts itself as just resumed (design.md §18: the upstream lease is invalid then).
 @Suite struct PauseDetectorTests {
     @Test func aTurnLongAfterTheLastIsAPause() {
         let t0 = MonotonicInstant.origin

@@ -452,7 +452,7 @@ public actor HAMirror: MirrorAdapter {
             targetOut["entity_id"] = .array(ids.map(JSONValue.string))
         }
         guard authenticated else { throw AdapterError("not connected to Home Assistant; \(name) was not sent") }
-        // Under hot standby, nothing leaves an instance that may have been replaced (design.md §17).
+        // Under hot standby, nothing leaves an instance that may have been replaced (design.md §18).
         try UpstreamLease.check()
         var body: [String: JSONValue] = ["type": "call_service", "domain": .string(domain), "service": .string(service)]
         if let data, data != .null { body["service_data"] = data }

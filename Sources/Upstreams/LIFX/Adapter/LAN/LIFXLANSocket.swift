@@ -162,7 +162,7 @@ final class LIFXUDPSocket: LIFXLANSocket {
 
     @discardableResult
     func send(_ bytes: [UInt8], to e: LIFXLANEndpoint) -> Bool {
-        // Under hot standby, nothing leaves an instance that may have been replaced (design.md §17).
+        // Under hot standby, nothing leaves an instance that may have been replaced (design.md §18).
         guard UpstreamLease.current?.valid ?? true else { return false }
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
