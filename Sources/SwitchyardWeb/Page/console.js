@@ -501,7 +501,14 @@ function renderDevicePage(rebuild) {
     el('h3', { text: 'Topics' }), ...lines.map(([l]) => copyLine(l)),
     el('h3', { text: 'Home Assistant discovery' }), el('div', { id: 'discovery', text: 'asking the bridge…' }));
   for (const u of deviceUpdates) u(s);
-  send({ t: 'disc', id: ++S.nextId, adapter: d.adapter, device_id: d.id });
+  askDiscovery({ adapter: d.adapter, device_id: d.id, tries: 0 });
+}
+
+/// Asks for the device's discovery configs; while none is announced yet (a start announces a device once its
+/// adapter has listed and the bridge has read the broker's configs), asks again every 2 s for a minute.
+function askDiscovery(ask) {
+  S.discAsk = ask;
+  send({ t: 'disc', id: ++S.nextId, adapter: ask.adapter, device_id: ask.device_id });
 }
 
 function brokerArgs() {
@@ -525,7 +532,12 @@ function copyLine(text) {
 function renderDiscovery(configs) {
   const box = $('discovery');
   if (!box) return;
-  if (!configs.length) { box.textContent = 'Nothing announced (discovery is off, or this device has no entity).'; return; }
+  if (!configs.length) {
+    box.textContent = 'Nothing announced (discovery is off, or this device has no entity, or not yet).';
+    const ask = S.discAsk;
+    if (ask && ask.tries < 30) setTimeout(() => { if (S.discAsk === ask && $('discovery')) askDiscovery({ ...ask, tries: ask.tries + 1 }); }, 2000);
+    return;
+  }
   box.replaceChildren(el('table', {},
     el('thead', {}, el('tr', {}, ...['Component', 'Entity', 'Name', 'Unique id', 'Config topic'].map((t) => el('th', { text: t })))),
     el('tbody', {}, ...configs.flatMap(([topic, payload]) => {
