@@ -17,7 +17,7 @@ import SwitchyardCore
         init(_ yaml: (String) -> String, mode: Int = 0o640) throws {
             dir = FileManager.default.temporaryDirectory.appendingPathComponent("cfgedit-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-            try Data(yaml(dir.appendingPathComponent("state").path).utf8).write(to: URL(fileURLWithPath: config))
+            try Data(yaml(dir.appendingPathComponent("state").path).utf8).writeWithoutSync(to: URL(fileURLWithPath: config))
             chmod(config, mode_t(mode))
         }
 
@@ -79,7 +79,7 @@ import SwitchyardCore
         let change = try editor.plan([.set("log.level", "debug")])
         // Someone edits the file between the plan and the write.
         let theirs = try home.text(home.config).replacingOccurrences(of: "interval: 60", with: "interval: 5")
-        try Data(theirs.utf8).write(to: URL(fileURLWithPath: home.config))
+        try Data(theirs.utf8).writeWithoutSync(to: URL(fileURLWithPath: home.config))
         do {
             _ = try change.commit()
             Issue.record("a commit over a changed file was not refused")
@@ -117,7 +117,7 @@ import SwitchyardCore
 
     @Test func aSecretFromTheEnvironmentOrAFileIsNeverWrittenOut() throws {
         let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("pw-\(UUID().uuidString)").path
-        try Data("from-the-file-0123456789\n".utf8).write(to: URL(fileURLWithPath: secretFile))
+        try Data("from-the-file-0123456789\n".utf8).writeWithoutSync(to: URL(fileURLWithPath: secretFile))
         defer { try? FileManager.default.removeItem(atPath: secretFile) }
         let env = ["MQTT_PASSWORD": "hunter22", "LIFX_TOKEN": "tok"]
         let home = try Home { state in
@@ -190,10 +190,10 @@ import SwitchyardCore
         let home = try Home(Self.base(_:))
         defer { home.remove() }
         try FileManager.default.createDirectory(atPath: home.state, withIntermediateDirectories: true)
-        try Data("log:\n  level: loud\nhealthh: {}\n".utf8).write(to: URL(fileURLWithPath: home.changes))
+        try Data("log:\n  level: loud\nhealthh: {}\n".utf8).writeWithoutSync(to: URL(fileURLWithPath: home.changes))
         var main = try home.text(home.config)
         main = main.replacingOccurrences(of: "interval: 60", with: "interval: fast")
-        try Data(main.utf8).write(to: URL(fileURLWithPath: home.config))
+        try Data(main.utf8).writeWithoutSync(to: URL(fileURLWithPath: home.config))
         do {
             _ = try home.load()
             Issue.record("the problems were not found")
@@ -205,8 +205,8 @@ import SwitchyardCore
             ].sorted())
         }
         // state_dir cannot move from the file found under it.
-        try Data("state_dir: /elsewhere\n".utf8).write(to: URL(fileURLWithPath: home.changes))
-        try Data(Self.base(home.state).utf8).write(to: URL(fileURLWithPath: home.config))
+        try Data("state_dir: /elsewhere\n".utf8).writeWithoutSync(to: URL(fileURLWithPath: home.changes))
+        try Data(Self.base(home.state).utf8).writeWithoutSync(to: URL(fileURLWithPath: home.config))
         #expect(throws: ConfigErrors.self) { try home.load() }
     }
 }

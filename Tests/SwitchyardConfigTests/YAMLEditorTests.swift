@@ -36,13 +36,13 @@ import SwitchyardCore
     static let env = ["IMP_HALL_CLOCK": "abcdefABCDEF"]
 
     /// What the real `diff` says: the lines taken out (`<`) and put in (`>`), in order.
-    static func diff(_ a: String, _ b: String) throws -> (removed: [String], added: [String]) {
+    static func diff(_ a: String, _ b: String) async throws -> (removed: [String], added: [String]) {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("yamldiff-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
-        try Data(a.utf8).write(to: dir.appendingPathComponent("a"))
-        try Data(b.utf8).write(to: dir.appendingPathComponent("b"))
-        let (_, output) = try Spawn.run(["diff", dir.appendingPathComponent("a").path, dir.appendingPathComponent("b").path])
+        try Data(a.utf8).writeWithoutSync(to: dir.appendingPathComponent("a"))
+        try Data(b.utf8).writeWithoutSync(to: dir.appendingPathComponent("b"))
+        let (_, output) = try await Spawn.run(["diff", dir.appendingPathComponent("a").path, dir.appendingPathComponent("b").path])
         let lines = output.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         return (lines.filter { $0.hasPrefix("< ") }.map { String($0.dropFirst(2)) }, lines.filter { $0.hasPrefix("> ") }.map { String($0.dropFirst(2)) })
     }
@@ -63,7 +63,7 @@ import SwitchyardCore
     /// The "Done when", at the config layer: a device renamed, three options on another,
     /// health.interval and log.level changed: only those lines, plus the added section, every comment kept;
     /// and the file reads back as that config.
-    @Test func renameOptionsAndSettingsChangeOnlyTheirLines() throws {
+    @Test func renameOptionsAndSettingsChangeOnlyTheirLines() async throws {
         let before = try Self.exampleWithDemo()
         let after = try Self.edit(before, [
             .set("virtual.devices[name=kitchen].name", "galley"),
@@ -71,7 +71,7 @@ import SwitchyardCore
             .set("health.interval", 30),
             .set("log.level", "debug"),
         ])
-        let d = try Self.diff(before, after)
+        let d = try await Self.diff(before, after)
         let level = try Self.line(before, "  level: info ")
         let interval = try Self.line(before, "  interval: 60")
         let kitchen = try Self.line(before, "{name: kitchen")
@@ -155,9 +155,9 @@ import SwitchyardCore
     ]
 
     @Test(arguments: cases)
-    func aTableOfEdits(_ c: Case) throws {
+    func aTableOfEdits(_ c: Case) async throws {
         let after = try Self.edit(c.yaml, c.edits)
-        let d = try Self.diff(c.yaml, after)
+        let d = try await Self.diff(c.yaml, after)
         #expect(d.removed == c.removed)
         #expect(d.added == c.added)
     }
