@@ -31,7 +31,8 @@ public struct AdapterLifecycle<Held: Sendable, Waiting: Sendable>: Sendable {
         case draining(successor: Bool)
         /// Its run and worker are being cancelled: what it reports from now on changes nothing.
         case stopping(successor: Bool)
-        /// Stopped; what waited was handed to the new instance.
+        /// Stopped; what waited was handed on, and what comes until the new instance starts waits for it
+        /// (`handOff`): the engine may suspend between the two (the new instance inherits from the old).
         case replaced
         /// Stopped for good (removed from the config, or the engine stopped).
         case stopped
@@ -156,9 +157,9 @@ public struct AdapterLifecycle<Held: Sendable, Waiting: Sendable>: Sendable {
             // name no device and go straight in.
             guard case .listedDevice = arrival else { return .enqueue }
             keep = true
-        case .draining, .stopping:
+        case .draining, .stopping, .replaced:
             keep = true
-        case .replaced, .stopped:
+        case .stopped:
             keep = false
         }
         guard keep else { return .refuse(.notRunning) }
@@ -230,6 +231,14 @@ public struct AdapterLifecycle<Held: Sendable, Waiting: Sendable>: Sendable {
         phase = successor ? .replaced : .stopped
         let release = takeAll()
         return successor ? .handOver(release) : .drop(release)
+    }
+
+    /// A replaced instance's successor starts: what came after `finish` is its now (the instance keeps
+    /// nothing more: anything routed to it from here is refused as not running).
+    public mutating func handOff() -> Release {
+        guard phase == .replaced else { return Release() }
+        phase = .stopped
+        return takeAll()
     }
 
     private mutating func takeAll() -> Release {

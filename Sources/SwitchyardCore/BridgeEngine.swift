@@ -383,6 +383,12 @@ public actor BridgeEngine {
                                    context: AdapterContext(adapterID: id, host: Host(engine: self, adapterID: id, generation: generation)),
                                    work: work, queue: queue)
         let old = entries[id]
+        // What came for the old instance between its stop and now (while the new one inherited from it).
+        var handOver = handOver
+        if let late = old?.life.handOff(), !late.isEmpty {
+            handOver = Lifecycle.Release(waiting: (handOver?.waiting ?? []) + late.waiting, held: (handOver?.held ?? []) + late.held,
+                                         heldBytes: (handOver?.heldBytes ?? 0) + late.heldBytes)
+        }
         let registry = old?.registry.carried(reservedPrefixes: adapter.reservedPrefixes)
             ?? DeviceRegistry(adapterID: id, scheme: scheme, discovery: settings.discovery ? discovery : nil,
                               reservedPrefixes: adapter.reservedPrefixes)

@@ -230,6 +230,7 @@ public final class InMemoryTransport: MQTTTransport {
     public let events: AsyncStream<TransportEvent>
     private let continuation: AsyncStream<TransportEvent>.Continuation
     private let state = Locked<(published: [Published], subscriptions: [String], stats: TransportStats)>(([], [], TransportStats()))
+    private let releasedCount = Locked(0)
     /// The latest body of each retained topic, as the real transport's ledger keeps it.
     private let latest = Locked<[String: PayloadBody]>([:])
 
@@ -261,6 +262,9 @@ public final class InMemoryTransport: MQTTTransport {
 
     public var published: [Published] { state.withLock { $0.published } }
     public var subscriptions: [String] { state.withLock { $0.subscriptions } }
+    /// Messages the consumer has taken and released (the engine releases each once it has handled it).
+    public var released: Int { releasedCount.withLock { $0 } }
+    public func release(_ message: InboundMessage) { releasedCount.withLock { $0 += 1 } }
     public func clear() { state.withLock { $0.published.removeAll() } }
     public func inject(_ event: TransportEvent) { continuation.yield(event) }
     public func finish() { continuation.finish() }

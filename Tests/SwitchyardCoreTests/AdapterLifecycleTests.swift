@@ -54,7 +54,7 @@ import Testing
         (.draining(successor: false), .kept, .kept),
         (.stopping(successor: true), .kept, .kept),
         (.stopping(successor: false), .kept, .kept),
-        (.replaced, .refuse(.notRunning), .refuse(.notRunning)),
+        (.replaced, .kept, .kept),
         (.stopped, .refuse(.notRunning), .refuse(.notRunning)),
     ])
     func workIsRoutedByPhase(phase: Phase, forDevice: Life.Route, mirror: Life.Route) {
@@ -214,5 +214,21 @@ import Testing
         #expect(l.phase == .stopping(successor: false))
         l.cancel()
         #expect(l.phase == .stopping(successor: false))
+    }
+
+    /// Work that comes after a replaced instance's `finish` and before its successor starts (the engine
+    /// suspends between them while the new instance inherits from the old) waits, and goes to the successor.
+    @Test func workBetweenTheStopAndTheSuccessorsStartIsHandedOff() {
+        var l = fresh()
+        _ = l.settle()
+        _ = l.beginStop(successor: true)
+        _ = l.finish()
+        let kept = l.route("late", bytes: 4, .listedDevice)
+        #expect(kept == .kept)
+        let late = l.handOff()
+        #expect(late.waiting == ["late"] && l.phase == .stopped)
+        let after = l.route("later", bytes: 5, .listedDevice)
+        #expect(after == .refuse(.notRunning))
+        #expect(l.handOff().isEmpty)
     }
 }

@@ -28,6 +28,34 @@ actor GatedAdapter: Adapter {
     func refresh(deviceID: String, context: AdapterContext) async throws {}
 }
 
+/// A new instance whose `inherit` waits on a gate: the engine suspends between stopping the old instance and
+/// starting this one.
+actor SlowInheritingAdapter: Adapter {
+    nonisolated let id = "test"
+    let gate: Latch
+    let inheriting = Latch()
+    var performed: [String] = []
+    init(gate: Latch) { self.gate = gate }
+
+    func inherit(from previous: any Adapter) async {
+        inheriting.signal()
+        await gate.wait()
+    }
+
+    func run(context: AdapterContext) async throws {
+        await context.setDevices([ScriptedAdapter.lamp()], authoritative: false)
+        await context.setStatus(.running)
+        while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+    }
+
+    func perform(_ command: DeviceCommand, context: AdapterContext) async throws {
+        performed.append("\(command.fields["brightness"] ?? .null)")
+        await context.update(command.deviceID, command.fields)
+    }
+
+    func refresh(deviceID: String, context: AdapterContext) async throws {}
+}
+
 /// An adapter that lists its lamp only a moment after it starts, and refuses commands for devices it has
 /// not listed (as the virtual adapter does).
 actor LateListingAdapter: Adapter {
@@ -129,6 +157,32 @@ actor EchoAdapter: Adapter {
 
     /// Commands queued for the adapter being replaced are carried out by it (its queue drains first);
     /// those that arrive while it stops wait for the new instance. None is refused as "not running".
+    /// Commands that come while the new instance inherits from the old one (the old one stopped, the new one
+    /// not started) wait for it: LIFXHybridTests' reload test once got "adapter 'lifx' is not running" there.
+    @Test func commandsWhileTheNewInstanceInheritsWaitForIt() async throws {
+        let t = InMemoryTransport()
+        let e = engine(t)
+        let gate = Latch()
+        let old = ScriptedAdapter(devices: [ScriptedAdapter.lamp()])
+        let new = SlowInheritingAdapter(gate: gate)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await e.run(adapters: [old]) }
+            defer { t.finish() }
+            try await waitUntil("listed") { await e.deviceNames("test") == ["lamp-1": "lamp"] }
+            let replaced = Task { await e.replaceAdapters(start: [new], remove: []) }
+            await new.inheriting.wait()
+            for n in 1...3 { command(t, n) }
+            try await waitUntil("the commands routed") { t.released >= 3 }
+            gate.signal()
+            await replaced.value
+            try await waitUntil("every result") { results(t).count == 3 }
+            let r = results(t)
+            for n in 1...3 { #expect(r["t\(n)"]?.first?["status"] == "ok", "t\(n): \(r["t\(n)"] ?? [])") }
+            let performed = await new.performed
+            #expect(performed == ["number(1.0)", "number(2.0)", "number(3.0)"])
+        }
+    }
+
     @Test func commandsDuringAReloadWaitForTheNewAdapter() async throws {
         let t = InMemoryTransport()
         let e = engine(t)
