@@ -324,7 +324,8 @@ enum Packaging {
         let child = try ChildProcess(path: "/bin/sh", arguments: ["-c", (directory.map { "cd '\($0)' && " } ?? "") + command], outputFile: log)
         let status = await child.wait(timeout: timeout)
         if status == nil { child.terminateAndReap() }
-        return (status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
+        // Decoded leniently: readelf -p prints the debug link's CRC, whose bytes need not be UTF-8.
+        return (status, String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: log))) ?? Data(), as: UTF8.self))
     }
 
     /// podman with the flags this machine needs (runc; limits a rootful container may set).
