@@ -37,7 +37,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", exact: "2.13.0"),
-        .package(url: "https://github.com/swhitty/FlyingFox", exact: "0.27.1"),
         .package(url: "https://github.com/hummingbird-project/swift-websocket", exact: "1.6.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", exact: "2.37.6"),
         // The operator console (docs/console.md). Hummingbird without its default traits: no swift-configuration
@@ -77,11 +76,16 @@ let package = Package(
         // YAML -> typed config for the bridge's own sections, ${ENV} and *_file secrets, positions for
         // every problem, the derived redacted view; the `Upstream` registration each adapter implements.
         .target(name: "SwitchyardConfig", dependencies: ["SwitchyardCore", "CYAML"], swiftSettings: strict),
-        // What every upstream simulator builds on: a loopback HTTP server with recorded requests and knobs.
+        // What every upstream simulator builds on: a loopback server over Hummingbird's core (the console's
+        // server library), and on it an HTTP server with recorded requests and knobs, which also answers in
+        // memory as the peer of SwitchyardHTTP's twin.
         .target(name: "SimulatorSupport", dependencies: [
-            "SwitchyardCore",
-            .product(name: "FlyingFox", package: "FlyingFox"),
-            .product(name: "FlyingSocks", package: "FlyingFox"),
+            "SwitchyardCore", "SwitchyardHTTP",
+            .product(name: "HummingbirdCore", package: "hummingbird"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
     ]
     // The upstreams, one folder each.
@@ -93,8 +97,9 @@ let package = Package(
         .product(name: "NIOSSL", package: "swift-nio-ssl"),
         .product(name: "Logging", package: "swift-log"),
     ], simulatorDependencies: [
-        .product(name: "FlyingFox", package: "FlyingFox"),
-        .product(name: "FlyingSocks", package: "FlyingFox"),
+        .product(name: "HummingbirdCore", package: "hummingbird"),
+        .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+        .product(name: "HTTPTypes", package: "swift-http-types"),
     ])
     + upstream("Nova", adapter: "NovaAdapter", simulators: "NovaSimulators", dependencies: ["CBluetooth"],
                simulatorDependencies: ["NovaAdapter", "CBluetooth"])

@@ -8,8 +8,8 @@
 # release binaries in two runs: the bench's memory scenario at a small size (virtual devices, HA mirror,
 # command churn) and `switchyard-sim demo` (every adapter against the simulators; the bridge's functions
 # have the same names in both executables) with every command it suggests. The simulators' own code is
-# left out. Stale names (after a refactor) are ignored by the linker; rerun
-# this after larger changes: `make symbol-order`.
+# left out (not the server library they share with the console: the console runs that code too). Stale
+# names (after a refactor) are ignored by the linker; rerun this after larger changes: `make symbol-order`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-.build/static/release/switchyard}
@@ -40,7 +40,7 @@ sleep 10
 kill -INT "$demo"; wait "$demo" || true
 
 cat "$work"/cg.* | sed -n -E 's/^c?fn=\([0-9]+\) (.+)$/\1/p' \
-    | grep -v -E '^(0x|\$s(20SwitchyardSimulators|9FlyingFox|11FlyingSocks|15switchyard_bench|14switchyard_sim))' \
+    | grep -v -E '^(0x|\$s([0-9]+[A-Za-z]+Simulators|16SimulatorSupport|15switchyard_bench|14switchyard_sim))' \
     | awk '!seen[$0]++' > "$work/switchyard.order"
 gzip -9n < "$work/switchyard.order" > scripts/switchyard.order.gz
 echo "symbol-order: $(wc -l < "$work/switchyard.order") functions in scripts/switchyard.order.gz"

@@ -1,23 +1,56 @@
-import FlyingFox
-import FlyingSocks
 import Foundation
+import HTTPTypes
+import HummingbirdCore
+import NIOCore
 import SwitchyardCore
+import SwitchyardHTTP
 
 /// An HTTP server on 127.0.0.1 (free port) that every upstream simulator builds on: routes, a record of
-/// the requests received (for exact-body assertions), and knobs for latency and injected failures.
+/// the requests received (for exact-body assertions), and knobs for latency and injected failures. The same
+/// routes answer without a socket (`inMemory`, then `respond(to:)` or `twinResponder`): a simulator is then
+/// the peer of the unit tier's `HTTPTwin`, answering through exactly the code it answers with on the wire.
 public final class LoopbackHTTPServer: Sendable {
     public struct Received: Sendable, Equatable {
         public var method: String
+        /// The request target's path, percent-decoded, as sent (a trailing slash kept).
         public var path: String
         public var query: [String: String]
+        /// Names lower-cased; the last value wins.
         public var headers: [String: String]
         public var body: [UInt8]
         /// When the request was read, on the monotonic clock (`DispatchTime.now().uptimeNanoseconds`).
         public var at: UInt64 = 0
         public var text: String { String(decoding: body, as: UTF8.self) }
+
+        public init(method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:], body: [UInt8] = [],
+                    at: UInt64 = DispatchTime.now().uptimeNanoseconds) {
+            self.method = method
+            self.path = path
+            self.query = query
+            self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { _, b in b })
+            self.body = body
+            self.at = at
+        }
+
+        /// A request as the server reads it off the wire: `target` is the request line's
+        /// (`/v1/lights/label:Hall%20Lamp/state?fast=true`), split into the decoded path and query.
+        public init(method: String, target: String, headers: [(String, String)] = [], body: [UInt8] = [],
+                    at: UInt64 = DispatchTime.now().uptimeNanoseconds) {
+            let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+            let rawPath = parts.first.map(String.init) ?? ""
+            var query: [String: String] = [:]
+            if parts.count > 1 {
+                for pair in parts[1].split(separator: "&") {
+                    let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map { String($0).removingPercentEncoding ?? String($0) }
+                    query[kv[0]] = kv.count > 1 ? kv[1] : ""
+                }
+            }
+            self.init(method: method, path: rawPath.removingPercentEncoding ?? rawPath, query: query,
+                      headers: Dictionary(headers.map { ($0.0, $0.1) }, uniquingKeysWith: { _, b in b }), body: body, at: at)
+        }
     }
 
-    public struct Reply: Sendable {
+    public struct Reply: Sendable, Equatable {
         public var status: Int
         public var headers: [String: String]
         public var body: [UInt8]
@@ -31,57 +64,128 @@ public final class LoopbackHTTPServer: Sendable {
             h["Content-Type"] = "application/json"
             return Reply(status: status, headers: h, body: Array(text.utf8))
         }
+        public var text: String { String(decoding: body, as: UTF8.self) }
     }
 
     public typealias Handler = @Sendable (Received) async -> Reply
 
-    let server: HTTPServer
-    let task: Task<Void, any Error>
-    let state = Locked<(received: [Received], delay: Double, failNext: [Int])>(([], 0, []))
-    public let port: Int
+    /// "METHOD /path": methods comma-separated (none: any), path components matched without regard to case,
+    /// `*` any one component, and a last `*` any number of them.
+    struct Route: Sendable {
+        var methods: Set<String>
+        var components: [String]
+        var handler: Handler
 
-    private init(server: HTTPServer, task: Task<Void, any Error>, port: Int) {
-        self.server = server
-        self.task = task
-        self.port = port
-    }
-
-    public var baseURL: String { "http://127.0.0.1:\(port)" }
-
-    /// Starts the server; `routes` maps "METHOD /path" (FlyingFox route syntax, `*` wildcards) to handlers.
-    /// `port` 0 takes any free port (tests that need a known port, e.g. an upstream that comes up late).
-    public static func start(routes: [(String, Handler)], port: UInt16 = 0) async throws -> LoopbackHTTPServer {
-        let server = HTTPServer(config: .init(address: try .inet(ip4: "127.0.0.1", port: port), timeout: 30,
-                                              pool: NoDelayPool(inner: HTTPServer.defaultPool()), logger: ErrorsToStderr()))
-        let box = LateRef<LoopbackHTTPServer>()
-        for (route, handler) in routes {
-            await server.appendRoute(HTTPRoute(stringLiteral: route)) { req in
-                let received = Received(
-                    method: req.method.rawValue, path: req.path,
-                    query: Dictionary(req.query.map { ($0.name, $0.value) }, uniquingKeysWith: { _, b in b }),
-                    headers: Dictionary(req.headers.map { ($0.key.rawValue.lowercased(), $0.value) }, uniquingKeysWith: { _, b in b }),
-                    body: Array(try await req.bodyData), at: DispatchTime.now().uptimeNanoseconds)
-                guard let owner = box.value else { return HTTPResponse(statusCode: .serviceUnavailable) }
-                let (delay, injected) = owner.state.withLock { s -> (Double, Int?) in
-                    s.received.append(received)
-                    return (s.delay, s.failNext.isEmpty ? nil : s.failNext.removeFirst())
-                }
-                if delay > 0 { try? await Task.sleep(for: .seconds(delay)) }
-                if let injected { return HTTPResponse(statusCode: HTTPStatusCode(injected, phrase: "Injected")) }
-                let reply = await handler(received)
-                var headers = HTTPHeaders()
-                for (k, v) in reply.headers { headers[HTTPHeader(k)] = v }
-                return HTTPResponse(statusCode: HTTPStatusCode(reply.status, phrase: ""), headers: headers, body: Data(reply.body))
+        init(_ pattern: String, _ handler: @escaping Handler) {
+            let parts = pattern.split(separator: " ", maxSplits: 1)
+            var path = pattern
+            methods = []
+            if parts.count > 1, !parts[0].hasPrefix("/") {
+                methods = Set(parts[0].split(separator: ",").map { $0.uppercased() })
+                path = String(parts[1])
             }
+            components = path.split(separator: "?").first.map { $0.split(separator: "/").map(String.init) } ?? []
+            self.handler = handler
         }
-        let task = Task { try await server.run() }
-        try await server.waitUntilListening(timeout: 10)
-        guard case .ip4(_, let port) = await server.listeningAddress else { throw SimulatorError("server did not report its port") }
-        let s = LoopbackHTTPServer(server: server, task: task, port: Int(port))
-        box.set(s)
-        return s
+
+        func matches(_ method: String, _ path: String) -> Bool {
+            guard methods.isEmpty || methods.contains(method.uppercased()) else { return false }
+            let nodes = path.split(separator: "/")
+            guard nodes.count >= components.count else { return nodes.isEmpty && components.first == "*" }
+            for (i, node) in nodes.enumerated() {
+                let c = i < components.count ? components[i] : (components.last == "*" ? "*" : nil)
+                guard let c, c == "*" || node.caseInsensitiveCompare(c) == .orderedSame else { return false }
+            }
+            return true
+        }
     }
 
+    struct State {
+        var received: [Received] = []
+        var delay: Double = 0
+        var failNext: [Int] = []
+    }
+
+    let routes: [Route]
+    let state = Locked(State())
+    let listener: LoopbackListener?
+    public let port: Int
+    public let baseURL: String
+
+    private init(routes: [Route], listener: LoopbackListener?, baseURL: String) {
+        self.routes = routes
+        self.listener = listener
+        self.port = listener?.port ?? 0
+        self.baseURL = baseURL
+    }
+
+    /// The largest request body read (a simulator's peer is the bridge, in a test).
+    static let maxBody = 64 << 20
+
+    /// Starts the server; `routes` maps "METHOD /path" (`*` wildcards, see `Route`) to handlers, the first
+    /// that matches answers; a request none matches is answered 404 and not recorded. `port` 0 takes any
+    /// free port (tests that need a known port, e.g. an upstream that comes up late, give one).
+    public static func start(routes: [(String, Handler)], port: UInt16 = 0) async throws -> LoopbackHTTPServer {
+        let table = routes.map { Route($0.0, $0.1) }
+        // The listener's responder needs the server, which needs the listener's port: the server is made
+        // once the port is known and the responder finds it through `box`.
+        let box = LateRef<LoopbackHTTPServer>()
+        let channel = HTTP1Channel(responder: { request, writer, _ in
+            var request = request
+            let body = try await request.collectBody(upTo: Self.maxBody)
+            let received = Received(method: request.method.rawValue, target: request.head.path ?? "/",
+                                    headers: request.headers.map { ($0.name.canonicalName, $0.value) }, body: Array(buffer: body))
+            let reply = await box.value?.respond(to: received) ?? Reply(status: 503)
+            var fields = HTTPFields()
+            for (k, v) in reply.headers.sorted(by: { $0.key < $1.key }) {
+                if let name = HTTPField.Name(k) { fields[name] = v }
+            }
+            let response = Response(status: .init(code: reply.status), headers: fields, body: .init(byteBuffer: ByteBuffer(bytes: reply.body)))
+            try await writer.write(response: response.head, body: response.body)
+        })
+        let listener = try await LoopbackListener.start(port: port, name: "http", channel: channel)
+        let server = LoopbackHTTPServer(routes: table, listener: listener, baseURL: "http://127.0.0.1:\(listener.port)")
+        box.set(server)
+        return server
+    }
+
+    /// The same routes, record and knobs with no socket: `respond(to:)` (or `twinResponder`) is the only way
+    /// in. `baseURL` is what the simulator says its address is (in links it writes into answers).
+    public static func inMemory(routes: [(String, Handler)], baseURL: String = "http://simulator.invalid") -> LoopbackHTTPServer {
+        LoopbackHTTPServer(routes: routes.map { Route($0.0, $0.1) }, listener: nil, baseURL: baseURL)
+    }
+
+    /// Answers one request as the server does, socket or not: the first route that matches records it,
+    /// waits the delay, gives an injected failure if one is due, else its handler's answer.
+    public func respond(to request: Received) async -> Reply {
+        guard let route = routes.first(where: { $0.matches(request.method, request.path) }) else { return Reply(status: 404) }
+        let (delay, injected) = state.withLock { s -> (Double, Int?) in
+            s.received.append(request)
+            return (s.delay, s.failNext.isEmpty ? nil : s.failNext.removeFirst())
+        }
+        if delay > 0 { try? await Task.sleep(for: .seconds(delay)) }
+        if let injected { return Reply(status: injected) }
+        return await route.handler(request)
+    }
+
+    /// `respond(to:)` as an `HTTPTwin`'s responder: `HTTPTwin(server.twinResponder)` is this server in memory for
+    /// an adapter under test (URL's host ignored, header names lower-cased as the libcurl client gives them).
+    public var twinResponder: HTTPTwin.Responder {
+        { [self] request in
+            let reply = await respond(to: Received(method: request.method, target: Self.target(of: request.url),
+                                                   headers: request.headers, body: request.body ?? []))
+            return SwitchyardHTTP.HTTPResponse(status: reply.status, headers: reply.headers, body: reply.body)
+        }
+    }
+
+    /// The request target of a URL: its path and query (`/v1/lights/all?x=1`), the scheme and host left out.
+    static func target(of url: String) -> String {
+        var rest = Substring(url)
+        if let scheme = rest.range(of: "://") { rest = rest[scheme.upperBound...] }
+        guard let start = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) else { return "/" }
+        let target = rest[start...]
+        return target.hasPrefix("?") ? "/" + target : String(target)
+    }
 
     public var received: [Received] { state.withLock { $0.received } }
     public var receivedCount: Int { state.withLock { $0.received.count } }
@@ -90,44 +194,12 @@ public final class LoopbackHTTPServer: Sendable {
     public func setDelay(_ seconds: Double) { state.withLock { $0.delay = seconds } }
     /// The next requests get these status codes instead of their route's answer (e.g. [500, 503]).
     public func injectFailures(_ statuses: [Int]) { state.withLock { $0.failNext += statuses } }
+    /// Connections open now (0 in memory).
+    public var openConnections: Int { listener?.openConnections ?? 0 }
 
+    /// Stops listening and drops every connection, after letting answers under way finish for up to a second.
     public func stop() async {
-        await server.stop(timeout: 1)
-        task.cancel()
-    }
-}
-
-/// FlyingFox writes a response's header and body separately; with Nagle on, the body waits for the
-/// client's delayed ACK (40 ms on Linux), which no real upstream does. Every socket the server waits
-/// on gets TCP_NODELAY (accepted sockets inherit it from the listener on Linux; set again to be sure).
-public struct NoDelayPool: AsyncSocketPool {
-    public init(inner: any AsyncSocketPool) { self.inner = inner }
-    let inner: any AsyncSocketPool
-    public func prepare() async throws { try await inner.prepare() }
-    public func run() async throws { try await inner.run() }
-    public func suspendSocket(_ socket: Socket, untilReadyFor events: Socket.Events) async throws {
-        var one: Int32 = 1
-        _ = setsockopt(socket.file.rawValue, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        try await inner.suspendSocket(socket, untilReadyFor: events)
-    }
-}
-
-/// FlyingFox's warnings and errors (a connection closed without an answer says why only here), on
-/// stderr: a test's output then shows what the simulator saw.
-public struct ErrorsToStderr: FlyingSocks.Logging {
-    public init() {}
-    public func logDebug(_ debug: @autoclosure () -> String) {}
-    public func logInfo(_ info: @autoclosure () -> String) {}
-    public func logWarning(_ warning: @autoclosure () -> String) { say("warning", warning()) }
-    public func logError(_ error: @autoclosure () -> String) { say("error", error()) }
-    public func logCritical(_ critical: @autoclosure () -> String) { say("critical", critical()) }
-    func say(_ level: String, _ text: String) {
-        // Stopping a server cancels its connections, and clients hang up after their answer: routine.
-        // SWITCHYARD_SIM_LOG=all shows those too.
-        if ProcessInfo.processInfo.environment["SWITCHYARD_SIM_LOG"] != "all",
-           text.contains("CancellationError") || text.contains("SocketError. Disconnected") || text.contains("Broken pipe")
-            || text.contains("unhandled request") { return }
-        FileHandle.standardError.write(Data("simulator http \(level): \(text)\n".utf8))
+        await listener?.stop()
     }
 }
 

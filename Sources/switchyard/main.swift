@@ -15,8 +15,8 @@ import SwitchyardCore
 import SwitchyardRuntime
 import SwitchyardWeb
 
-// The daemon. Nothing here imports Foundation, the simulators or their HTTP server (FlyingFox, which
-// links FoundationNetworking and with it libcurl): `switchyard-sim` has the demo and the simulators.
+// The daemon. Nothing here imports Foundation or the simulators: `switchyard-sim` has the demo and the
+// simulators.
 
 @main
 struct Switchyard: AsyncParsableCommand {

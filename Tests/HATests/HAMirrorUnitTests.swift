@@ -162,6 +162,9 @@ import Testing
             try await waitUntil("the ping timer") { clock.sleeping >= 1 }
             clock.advance(by: .seconds(30))
             try await waitUntil("a ping at Home Assistant") { r.sim.pings == 1 }
+            // The ping is written before its time-out is set: the clock moves on only once the time-out
+            // sleeps (set after the move, it would never come).
+            try await waitUntil("the ping's time-out") { clock.nextDeadline == clock.now() + .seconds(10) }
             #expect(r.sim.connections == 1)
             clock.advance(by: .seconds(10))
             try await r.host.wait("offline after the missed pong") { _ in !r.online() }

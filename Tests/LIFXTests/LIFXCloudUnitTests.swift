@@ -1,5 +1,6 @@
 import Foundation
 @testable import LIFXAdapter
+import LIFXSimulators
 import SwitchyardCore
 import SwitchyardHTTP
 import SwitchyardTestSupport
@@ -308,6 +309,26 @@ import Testing
             #expect(metrics["http_requests"] == 3 && metrics["queue"] == 0 && metrics["in_flight"] == 0)
             #expect(metrics["rate_limit"]?["limit"] == 100 && metrics["rate_limit"]?["remaining"] == 97)
             #expect(metrics["outcomes"] != nil && metrics["lan"] == nil)
+        }
+    }
+
+    /// The LIFX cloud simulator itself in memory (no socket) as the adapter's cloud: the handler, rate budget,
+    /// quantised values and knobs the integration tests meet on loopback, here through the HTTP twin. A
+    /// server error is retried; the light ends at what the simulator stored.
+    @Test func theCloudSimulatorInMemoryPlaysTheCloud() async throws {
+        let sim = LIFXCloudSimulator.inMemory(token: CloudPlay.token, lights: LIFXCloudSimulator.demoLights(), scenes: LIFXCloudSimulator.demoScenes())
+        let garage = "d073d5000005"
+        try await LIFXRig.with(http: HTTPTwin(sim.server.twinResponder)) { rig in
+            try await rig.host.wait("the first listing") { h in h.status == .running && sim.lights.allSatisfy { h.devices[$0.id] != nil } }
+            #expect(sim.requests.map { "\($0.method) \($0.path)" } == ["GET /v1/lights/all", "GET /v1/scenes"])
+            #expect(sim.requests[0].headers["authorization"] == "Bearer \(CloudPlay.token)")
+            #expect(rig.state(Self.hall)["brightness"] == 60 && rig.host.available(garage) == false)
+            sim.injectFailures([503])
+            #expect(try await rig.command(Self.hall, ["brightness": 40]).ok)
+            let puts = sim.requests.filter { $0.method == "PUT" }
+            #expect(puts.map(\.path) == ["/v1/lights/id:\(Self.hall)/state", "/v1/lights/id:\(Self.hall)/state"])
+            #expect(sim.light(Self.hall)?.brightness == LIFXCloudSimulator.Light.q(0.4) && sim.light(Self.hall)?.power == "on")
+            #expect(rig.state(Self.hall)["brightness"] == 40 && rig.state(Self.hall)["state"] == "ON")
         }
     }
 }

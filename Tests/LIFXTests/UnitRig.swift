@@ -238,7 +238,7 @@ final class LIFXRig: Sendable {
         return s
     }
 
-    private init(cloud: CloudPlay?, sim: LIFXLANSimulator?, settings: LIFXSettings) {
+    private init(cloud: CloudPlay?, http: HTTPTwin?, sim: LIFXLANSimulator?, settings: LIFXSettings) {
         self.cloud = cloud
         self.sim = sim
         self.settings = settings
@@ -247,16 +247,17 @@ final class LIFXRig: Sendable {
             guard let sim, to == LIFXRig.lanAt else { return [] }
             return sim.answer(bytes).map { LIFXLANDatagram(bytes: $0, from: LIFXRig.lanAt) }
         }
-        adapter = LIFXAdapter(settings: settings, clock: clock, http: cloud?.twin ?? HTTPTwin(routes: [:]), network: lan)
+        adapter = LIFXAdapter(settings: settings, clock: clock, http: cloud?.twin ?? http ?? HTTPTwin(routes: [:]), network: lan)
     }
 
-    /// Runs the adapter for `body` (and stops it after): the cloud when `cloud` is given, the LAN when `lan` is.
-    static func with<R>(cloud: CloudPlay? = nil, lan devices: [LIFXLANSimulator.Device]? = nil,
+    /// Runs the adapter for `body` (and stops it after): the cloud when `cloud` is given (or `http`, a twin that
+    /// plays it otherwise, with `CloudPlay.token`), the LAN when `lan` is.
+    static func with<R>(cloud: CloudPlay? = nil, http: HTTPTwin? = nil, lan devices: [LIFXLANSimulator.Device]? = nil,
                         configure: (inout LIFXSettings) -> Void = { _ in }, inherit previous: LIFXAdapter? = nil,
                         _ body: (LIFXRig) async throws -> R) async throws -> R {
-        var s = settings(cloud: cloud != nil, lan: devices != nil)
+        var s = settings(cloud: cloud != nil || http != nil, lan: devices != nil)
         configure(&s)
-        let rig = LIFXRig(cloud: cloud, sim: devices.map { LIFXLANSimulator.inMemory(devices: $0) }, settings: s)
+        let rig = LIFXRig(cloud: cloud, http: http, sim: devices.map { LIFXLANSimulator.inMemory(devices: $0) }, settings: s)
         if let previous { await rig.adapter.inherit(from: previous) }
         let adapter = rig.adapter, context = rig.host.context
         rig.running.withLock { $0 = Task { try await adapter.run(context: context) } }

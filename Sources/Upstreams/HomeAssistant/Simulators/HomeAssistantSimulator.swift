@@ -1,6 +1,7 @@
-import FlyingFox
-import FlyingSocks
 import Foundation
+import HTTPTypes
+import HummingbirdCore
+import HummingbirdWebSocket
 import SimulatorSupport
 import SwitchyardCore
 
@@ -48,8 +49,14 @@ public final class HomeAssistantSimulator: Sendable {
         case entities
     }
 
+    /// What a connection's writer sends next: a text frame, or the close frame that ends it.
+    enum Frame: Sendable {
+        case text(String)
+        case close
+    }
+
     struct Conn: Sendable {
-        var out: AsyncStream<WSMessage>.Continuation
+        var out: AsyncStream<Frame>.Continuation
         var authed = false
         var coalesce = false
         var lastID = 0
@@ -73,47 +80,57 @@ public final class HomeAssistantSimulator: Sendable {
     }
 
     let state: Locked<State>
-    let server: HTTPServer
-    let task: Task<Void, any Error>
+    let listener: LoopbackListener
     public let port: Int
     public var url: String { "ws://127.0.0.1:\(port)/api/websocket" }
 
-    private init(state: State, server: HTTPServer, task: Task<Void, any Error>, port: Int) {
+    private init(state: State, listener: LoopbackListener) {
         self.state = Locked(state)
-        self.server = server
-        self.task = task
-        self.port = port
+        self.listener = listener
+        self.port = listener.port
     }
 
     public static func start(token: String, entities: [Entity], port: UInt16 = 0) async throws -> HomeAssistantSimulator {
-        let server = HTTPServer(config: .init(address: try .inet(ip4: "127.0.0.1", port: port), timeout: 60,
-                                              pool: NoDelayPool(inner: HTTPServer.defaultPool()), logger: .disabled))
         let holder = LateRef<HomeAssistantSimulator>()
-        await server.appendRoute("GET /api/websocket", to: .webSocket(Handler(holder: holder), frameSize: 1 << 30))
-        let task = Task { try await server.run() }
-        try await server.waitUntilListening(timeout: 10)
-        guard case .ip4(_, let port) = await server.listeningAddress else { throw SimulatorError("no port") }
+        // Frames of any size each way (every message is one frame, a big `get_states` too), and no WebSocket
+        // pings of the simulator's own: what the tests count are the bridge's application-level pings.
+        let ws = WebSocketServerConfiguration(maxFrameSize: 1 << 30, autoPing: .disabled, closeTimeout: .seconds(5))
+        let channel = HTTP1WebSocketUpgradeChannel(responder: { _, writer, _ in
+            try await writer.writeResponse(HTTPResponse(status: .notFound, headerFields: [.contentLength: "0"]))
+        }, configuration: .init(ws: ws)) { head, _, _ in
+            guard head.method == .get, head.path?.split(separator: "?").first == "/api/websocket" else { return .dontUpgrade }
+            return .upgrade([:]) { inbound, outbound, _ in try await holder.value?.serve(inbound, outbound) }
+        }
+        let listener = try await LoopbackListener.start(port: port, name: "home-assistant", channel: channel)
         let sim = HomeAssistantSimulator(state: State(token: token, entities: Dictionary(uniqueKeysWithValues: entities.map { ($0.entityID, $0) })),
-                                         server: server, task: task, port: Int(port))
+                                         listener: listener)
         holder.set(sim)
         return sim
     }
 
-
-    struct Handler: WSMessageHandler {
-        let holder: LateRef<HomeAssistantSimulator>
-        func makeMessages(for client: AsyncStream<WSMessage>) async throws -> AsyncStream<WSMessage> {
-            let (out, cont) = AsyncStream.makeStream(of: WSMessage.self)
-            guard let sim = holder.value else { cont.finish(); return out }
-            let id = sim.open(cont)
-            Task {
-                for await m in client {
-                    guard case .text(let text) = m else { continue }
-                    sim.receive(id, text)
+    /// One connection: what it reads goes to `receive`, in order; what the simulator has for it (`Conn.out`) is
+    /// written in order, each message one frame, until a close. Ends when the peer has gone or closed.
+    func serve(_ inbound: WebSocketInboundStream, _ outbound: WebSocketOutboundWriter) async throws {
+        let (frames, out) = AsyncStream.makeStream(of: Frame.self)
+        let id = open(out)
+        defer { closed(id) }
+        try await withThrowingTaskGroup(of: Void.self) { g in
+            g.addTask {
+                for await frame in frames {
+                    switch frame {
+                    case .text(let text): try await outbound.write(.text(text))
+                    case .close:
+                        try await outbound.close(.normalClosure, reason: nil)
+                        return
+                    }
                 }
-                sim.closed(id)
             }
-            return out
+            for try await message in inbound.messages(maxSize: 1 << 30) {
+                guard case .text(let text) = message else { continue }
+                receive(id, text)
+            }
+            closed(id)   // ends `frames`, and with it the writer
+            try await g.waitForAll()
         }
     }
 
@@ -126,8 +143,7 @@ public final class HomeAssistantSimulator: Sendable {
 
     public func stop() async {
         dropConnections()
-        await server.stop(timeout: 1)
-        task.cancel()
+        await listener.stop()
     }
 
     // MARK: knobs and inspection
@@ -160,7 +176,7 @@ public final class HomeAssistantSimulator: Sendable {
             return Array(s.conns.values)
         }
         for c in conns {
-            c.out.yield(.close(.normalClosure))
+            c.out.yield(.close)
             c.out.finish()
         }
     }
@@ -197,7 +213,7 @@ public final class HomeAssistantSimulator: Sendable {
 
     // MARK: the protocol
 
-    func open(_ out: AsyncStream<WSMessage>.Continuation) -> Int {
+    func open(_ out: AsyncStream<Frame>.Continuation) -> Int {
         state.withLock { s in
             s.nextConn += 1
             s.connections += 1
@@ -257,7 +273,7 @@ public final class HomeAssistantSimulator: Sendable {
         }
         flush(outbox, conns)
         if closeAfter {
-            conns[connID]?.out.yield(.close(.normalClosure))
+            conns[connID]?.out.yield(.close)
             conns[connID]?.out.finish()
             _ = state.withLock { $0.conns.removeValue(forKey: connID) }
         }

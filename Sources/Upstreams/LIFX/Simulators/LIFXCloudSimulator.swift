@@ -120,20 +120,35 @@ public final class LIFXCloudSimulator: Sendable {
         try await Self.start(state: state.withLock { $0 }, port: UInt16(server.port))
     }
 
+    /// The same cloud with no socket, for the unit tier: `respond(to:)`, or `server.twinResponder` as the peer
+    /// of an `HTTPTwin`, answers through the handler, record and knobs it answers with on the wire.
+    public static func inMemory(token: String, lights: [Light], scenes: [Scene] = [],
+                                baseURL: String = "https://api.lifx.invalid") -> LIFXCloudSimulator {
+        let box = LateRef<LIFXCloudSimulator>()
+        let sim = LIFXCloudSimulator(state: State(lights: lights, scenes: scenes, token: token),
+                                     server: LoopbackHTTPServer.inMemory(routes: routes(box), baseURL: baseURL))
+        box.set(sim)
+        return sim
+    }
+
     static func start(state: State, port: UInt16) async throws -> LIFXCloudSimulator {
         let box = LateRef<LIFXCloudSimulator>()
-        let handler: LoopbackHTTPServer.Handler = { req in
-            guard let sim = box.value else { return .init(status: 503) }
-            return sim.handle(req)
-        }
-        let server = try await LoopbackHTTPServer.start(routes: [
-            ("GET /v1/*", handler), ("PUT /v1/*", handler), ("POST /v1/*", handler), ("*", { _ in .json(#"{"error":"not found"}"#, status: 404) }),
-        ], port: port)
+        let server = try await LoopbackHTTPServer.start(routes: routes(box), port: port)
         let sim = LIFXCloudSimulator(state: state, server: server)
         box.set(sim)
         return sim
     }
 
+    static func routes(_ box: LateRef<LIFXCloudSimulator>) -> [(String, LoopbackHTTPServer.Handler)] {
+        let handler: LoopbackHTTPServer.Handler = { req in
+            guard let sim = box.value else { return .init(status: 503) }
+            return sim.handle(req)
+        }
+        return [("GET /v1/*", handler), ("PUT /v1/*", handler), ("POST /v1/*", handler), ("*", { _ in .json(#"{"error":"not found"}"#, status: 404) })]
+    }
+
+    /// Answers one request as the server does (recorded, delayed, failed as the knobs say).
+    public func respond(to request: LoopbackHTTPServer.Received) async -> LoopbackHTTPServer.Reply { await server.respond(to: request) }
 
     public func stop() async { await server.stop() }
 

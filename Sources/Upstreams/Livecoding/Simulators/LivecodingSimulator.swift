@@ -102,8 +102,7 @@ public final class LivecodingSimulator: Sendable {
 
     func handle(_ req: LoopbackHTTPServer.Received) -> LoopbackHTTPServer.Reply {
         let base = server.baseURL
-        // FlyingFox hands paths over standardised, without the trailing slash the API requires; the
-        // bridge always sends it.
+        // Every path of the API ends in a slash (the bridge sends it); matched here without it.
         var path = req.path
         while path.count > 1, path.hasSuffix("/") { path.removeLast() }
         return state.withLock { s -> LoopbackHTTPServer.Reply in
