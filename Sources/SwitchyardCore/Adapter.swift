@@ -26,6 +26,10 @@ public protocol Adapter: Sendable {
     /// takes over what the old instance knew of its upstream that no single listing says again. The
     /// default takes nothing.
     func inherit(from previous: any Adapter) async
+    /// The devices the user disabled (the `disabled` device option, by stable id), before `run` and whenever
+    /// they change: an adapter that can leaves them alone (no polling, no connection). The engine ignores
+    /// what it reports for them either way. The default does nothing.
+    func setDisabled(_ deviceIDs: Set<String>) async
 }
 
 /// An adapter that mirrors an upstream's own topic tree under `<base>/<id>/` (the Home Assistant
@@ -64,6 +68,7 @@ extension Adapter {
     public func refreshAll(context: AdapterContext) async throws {}
     public func request(path: String, payload: JSONValue, context: AdapterContext) async throws -> JSONValue? { nil }
     public func inherit(from previous: any Adapter) async {}
+    public func setDisabled(_ deviceIDs: Set<String>) async {}
 }
 
 /// One device's fields to merge into its state and, when known, its availability (`AdapterContext.report`).
