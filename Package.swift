@@ -77,6 +77,9 @@ let package = Package(
         // YAML -> typed config for the bridge's own sections, ${ENV} and *_file secrets, positions for
         // every problem, the derived redacted view; the `Upstream` registration each adapter implements.
         .target(name: "SwitchyardConfig", dependencies: ["SwitchyardCore", "CYAML"], swiftSettings: strict),
+        // Management: changes asked for on bridge/request/… or in the console, planned as minimal edits of the
+        // user's YAML, written, and applied like a reload, one at a time (the requests and their plumbing).
+        .target(name: "SwitchyardManage", dependencies: ["SwitchyardCore", "SwitchyardConfig"], swiftSettings: strict),
         // What every upstream simulator builds on: a loopback HTTP server with recorded requests and knobs.
         .target(name: "SimulatorSupport", dependencies: [
             "SwitchyardCore",
@@ -117,7 +120,7 @@ let package = Package(
         ], resources: [.embedInCode("Page/index.html"), .embedInCode("Page/console.css"), .embedInCode("Page/console.js")], swiftSettings: strict),
         // Wiring: config -> transport + engine + adapters as Services under one ServiceGroup. Knows no adapter.
         .target(name: "SwitchyardRuntime", dependencies: [
-            "CMalloc", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardWeb",
+            "CMalloc", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardWeb", "SwitchyardManage",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strict),
@@ -195,6 +198,11 @@ let package = Package(
                                                                   "LivecodingAdapter", "HomeAssistantMirror", "LIFXAdapter", "NovaAdapter",
                                                                   "VirtualAdapter"],
                     swiftSettings: strict),
+        .testTarget(name: "SwitchyardManageTests", dependencies: [
+            "SwitchyardManage", "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore", "SwitchyardCLI", "SwitchyardTestSupport",
+            "SwitchyardDemo", "VirtualAdapter", "SwitchyardMQTT",
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
         .testTarget(name: "SwitchyardHTTPTests", dependencies: ["SwitchyardHTTP", "SwitchyardCore", "SimulatorSupport"], swiftSettings: strict),
         .testTarget(name: "ImpTests", dependencies: [
             "ImpAdapter", "ImpSimulators", "SwitchyardConfig", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardMQTT",
