@@ -111,12 +111,13 @@ public struct ManagementRequests: Sendable {
         }
         guard let editor = await manager.editor else { throw AdapterError("device/options: the bridge was started without a config file") }
         var edits: [YAMLEdit] = []
-        for k in options.keys.sorted() {
-            guard settable.contains(k) else {
-                let hint = k == "name" ? " (a device is renamed with device/rename)" : ""
-                throw AdapterError("device/options: unknown option '\(k.excerpt(80))'\(hint) (valid: \(settable.joined(separator: ", "))); nothing was changed",
-                                   details: problem("options.\(k.excerpt(80))", "unknown option (valid: \(settable.joined(separator: ", ")))"))
-            }
+        if let k = options.keys.sorted().first(where: { !settable.contains($0) }) {
+            let hint = k == "name" ? " (a device is renamed with device/rename)" : ""
+            throw AdapterError("device/options: unknown option '\(k.excerpt(80))'\(hint) (valid: \(settable.joined(separator: ", "))); nothing was changed",
+                               details: problem("options.\(k.excerpt(80))", "unknown option (valid: \(settable.joined(separator: ", ")))"))
+        }
+        // In the order the file documents them, as a person would write them.
+        for k in settable where options[k] != nil {
             // An object (`homeassistant`) is set key by key: a null inside it removes that key alone.
             for (path, value) in leaves(ConfigPath([.key("devices"), .key(a.id), .key(id), .key(k)]), options[k]!) {
                 if value == .null {
