@@ -153,3 +153,23 @@ import Testing
         }
     }
 }
+
+/// The soak's management invariant (docs/testing.md, invariant 12) catches what it is for.
+@Suite struct ManagementWatchTests {
+    static func event(_ type: String, _ data: String) -> [UInt8] { Array(#"{"type":"\#(type)","data":\#(data)}"#.utf8) }
+
+    @Test func aRenameOrAChangeNobodyAskedForIsABreach() {
+        var w = ManagementWatch()
+        #expect(w.event(Self.event("device_renamed", #"{"adapter":"virtual","from":"fan","id":"fan","to":"x"}"#)) != nil)
+        w.expectRename(adapter: "virtual", from: "outside", to: "outside_m")
+        w.expectChange()
+        #expect(w.event(Self.event("config_changed", #"{"by":"mqtt","request":"device/rename"}"#)) == nil)
+        #expect(w.event(Self.event("config_changed", #"{"by":"mqtt","request":"options"}"#)) != nil)
+        #expect(!w.unmet.isEmpty)
+        #expect(w.event(Self.event("device_renamed", #"{"adapter":"virtual","from":"outside","id":"outside","to":"outside_m"}"#)) == nil)
+        #expect(w.unmet.isEmpty)
+        w.watched = ["virtual/kitchen"]
+        #expect(w.event(Self.event("device_removed", #"{"adapter":"virtual","id":"kitchen","name":"kitchen","reason":"x"}"#)) != nil)
+        #expect(w.event(Self.event("device_added", #"{"adapter":"lifx","id":"d1","name":"desk"}"#)) == nil)
+    }
+}
