@@ -230,6 +230,6 @@ public actor ConfigManager {
         let words = error.kind == .invalid
             ? "the change would not be a valid config: " + error.problems.map(\.description).joined(separator: "; ")
             : error.description
-        return AdapterError("\(request): \(words); nothing was written", details: .object(details))
+        return AdapterError("\(request): \(words)" + (words.hasSuffix("nothing was written") ? "" : "; nothing was written"), details: .object(details))
     }
 }

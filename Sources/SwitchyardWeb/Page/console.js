@@ -511,7 +511,16 @@ function renderDevicePage(rebuild) {
     el('h3', { text: 'Remove' }), removeForm(d));
   optionsForm(d, $('device-options'));
   for (const u of deviceUpdates) u(s);
-  send({ t: 'disc', id: ++S.nextId, adapter: d.adapter, device_id: d.id });
+  discoveryTries = 0;
+  askDiscovery();
+}
+
+let discoveryTries = 0;
+
+/// The device page's discovery configs, from the bridge's retained store.
+function askDiscovery() {
+  const d = S.list.find((x) => `${x.adapter}/${x.name}` === devicePageKey);
+  if (d) send({ t: 'disc', id: ++S.nextId, adapter: d.adapter, device_id: d.id });
 }
 
 function brokerArgs() {
@@ -535,7 +544,13 @@ function copyLine(text) {
 function renderDiscovery(configs) {
   const box = $('discovery');
   if (!box) return;
-  if (!configs.length) { box.textContent = 'Nothing announced (discovery is off, or this device has no entity).'; return; }
+  if (!configs.length) {
+    box.textContent = 'Nothing announced (discovery is off, or this device has no entity, or not yet: the bridge announces after its first listings).';
+    // Asked again a few times: a page opened right after a start asks before the bridge has announced.
+    const key = devicePageKey;
+    if (discoveryTries++ < 10) setTimeout(() => { if (devicePageKey === key && route().view === 'device') askDiscovery(); }, 3000);
+    return;
+  }
   box.replaceChildren(el('table', {},
     el('thead', {}, el('tr', {}, ...['Component', 'Entity', 'Name', 'Unique id', 'Config topic'].map((t) => el('th', { text: t })))),
     el('tbody', {}, ...configs.flatMap(([topic, payload]) => {
