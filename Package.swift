@@ -169,7 +169,7 @@ let package = Package(
         // Fuzz targets for every parser of outside bytes, and the libFuzzer / replay program (`make fuzz`).
         .target(name: "SwitchyardFuzz", dependencies: [
             "SwitchyardCore", "SwitchyardConfig", "SwitchyardCLI", "HomeAssistantMirror", "ImpAdapter", "LIFXAdapter", "NovaAdapter",
-            "SwitchyardWeb",
+            "SwitchyardWeb", "SwitchyardManage",
         ], swiftSettings: strict),
         .executableTarget(name: "switchyard-fuzz", dependencies: ["SwitchyardFuzz"], swiftSettings: strict),
         // Test helpers shared by every test target: broker launcher, free port, MQTT probe, the bridge in-process

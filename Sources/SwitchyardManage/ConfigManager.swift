@@ -206,8 +206,9 @@ public actor ConfigManager {
         return String(h, radix: 16)
     }
 
-    /// A refused change in words, with its kind and problems as `details`.
-    static func refusal(_ request: String, _ error: ConfigChangeError) -> AdapterError {
+    /// A refused change in words, with its kind and problems as `details`. What a request gave is quoted cut
+    /// short (a key path 200 bytes, each problem 300, at most 4 problems in the words, 20 in `details`).
+    public static func refusal(_ request: String, _ error: ConfigChangeError) -> AdapterError {
         let kind: String
         switch error.kind {
         case .conflict: kind = "conflict"
@@ -218,18 +219,22 @@ public actor ConfigManager {
         case .unwritable: kind = "unwritable"
         case .internalError: kind = "internal"
         }
+        let path = error.path.excerpt(200)
         var details: [String: JSONValue] = ["kind": .string(kind)]
-        if !error.path.isEmpty { details["path"] = .string(error.path) }
-        var problems = error.problems.map { p -> JSONValue in
-            ["path": .string(p.path), "message": .string(p.message), "text": .string(p.description)]
+        if !path.isEmpty { details["path"] = .string(path) }
+        let said = path.isEmpty ? error.message.excerpt(300) : "\(path): \(error.message.excerpt(300))"
+        var problems = error.problems.prefix(20).map { p -> JSONValue in
+            ["path": .string(p.path.excerpt(200)), "message": .string(p.message.excerpt(300)), "text": .string(p.description.excerpt(300))]
         }
-        if problems.isEmpty && !error.path.isEmpty {
-            problems = [["path": .string(error.path), "message": .string(error.message), "text": .string(error.description)]]
+        if problems.isEmpty && !path.isEmpty {
+            problems = [["path": .string(path), "message": .string(error.message.excerpt(300)), "text": .string(said)]]
         }
         details["problems"] = .array(problems)
-        let words = error.kind == .invalid
-            ? "the change would not be a valid config: " + error.problems.map(\.description).joined(separator: "; ")
-            : error.description
+        var words = said
+        if error.kind == .invalid {
+            words = "the change would not be a valid config: " + error.problems.prefix(4).map { $0.description.excerpt(300) }.joined(separator: "; ")
+            if error.problems.count > 4 { words += "; and \(error.problems.count - 4) more problems" }
+        }
         return AdapterError("\(request): \(words)" + (words.hasSuffix("nothing was written") ? "" : "; nothing was written"), details: .object(details))
     }
 }

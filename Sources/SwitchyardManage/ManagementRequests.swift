@@ -167,13 +167,20 @@ public struct ManagementRequests: Sendable {
         guard case .object(let options)? = body["options"], !options.isEmpty else {
             throw AdapterError("options: expected {\"options\": {\"<key.path>\": value, …}}")
         }
-        guard options.count <= maxKeys else { throw AdapterError("options: \(options.count) keys is over the \(maxKeys) one request may set") }
         guard let editor = await manager.editor else { throw AdapterError("options: the bridge was started without a config file") }
+        return ConfigChangeRequest(request: "options", origin: origin, edits: try settingsEdits(options, editor: editor), answer: [:])
+    }
+
+    /// The edits an `options` request's `{"<key.path>": value | null}` asks of the config `editor` reads: pure
+    /// (the fuzz target `manage-request` runs it, then plans them). What it quotes of the request is cut short.
+    public static func settingsEdits(_ options: [String: JSONValue], editor: ConfigEditor) throws(AdapterError) -> [YAMLEdit] {
+        guard options.count <= maxKeys else { throw AdapterError("options: \(options.count) keys is over the \(maxKeys) one request may set") }
         var edits: [YAMLEdit] = []
         for k in options.keys.sorted() {
             let path: ConfigPath
             do { path = try ConfigPath(parsing: k) } catch {
-                throw AdapterError("options: \(error.description); nothing was changed", details: problem(k.excerpt(80), error.message))
+                throw AdapterError("options: '\(k.excerpt(80))' is not a key path: \(error.message.excerpt(200)); nothing was changed",
+                                   details: problem(k.excerpt(80), error.message.excerpt(200)))
             }
             let value = options[k]!
             if value == .null {
@@ -182,7 +189,7 @@ public struct ManagementRequests: Sendable {
                 edits.append(.set(path, YAMLValue(value, order: editor.schema.order(at:), at: path)))
             }
         }
-        return ConfigChangeRequest(request: "options", origin: origin, edits: edits, answer: [:])
+        return edits
     }
 
     // MARK: helpers
