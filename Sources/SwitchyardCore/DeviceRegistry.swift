@@ -59,23 +59,36 @@ public struct DeviceRegistry: Sendable {
         let descriptor: DeviceDescriptor
         let name: String
         let context: Context
-        /// The device's options (`DevicePolicy`), when it has any.
-        let policy: DevicePolicy?
-        /// The device as announced: its name for people (the `homeassistant.name`, `label` or `name` option) and
-        /// without the capabilities of the fields it does not publish.
-        let announced: DeviceDescriptor
+        /// The device's options and what they make of it, boxed: a device without options (most) pays one
+        /// pointer for them.
+        let options: Options?
+
+        /// A device's options, and the device as announced with them.
+        final class Options: Sendable {
+            let policy: DevicePolicy
+            /// Its name for people (the `homeassistant.name`, `label` or `name` option), without the capabilities
+            /// of the fields it does not publish.
+            let announced: DeviceDescriptor
+            init(_ policy: DevicePolicy, _ d: DeviceDescriptor) {
+                self.policy = policy
+                var a = d
+                if let n = policy.homeassistant.name ?? policy.label ?? policy.name.map(Naming.readable) { a.displayName = n }
+                if !policy.filteredFields.isEmpty { a.capabilities = d.capabilities.filter { !policy.filteredFields.contains($0.name) } }
+                announced = a
+            }
+        }
 
         init(_ descriptor: DeviceDescriptor, name: String, context: Context, policy: DevicePolicy? = nil) {
             self.descriptor = descriptor
             self.name = name
             self.context = context
-            self.policy = policy
-            guard let policy else { announced = descriptor; return }
-            var a = descriptor
-            if let n = policy.homeassistant.name ?? policy.label ?? policy.name.map(Naming.readable) { a.displayName = n }
-            if !policy.filteredFields.isEmpty { a.capabilities = descriptor.capabilities.filter { !policy.filteredFields.contains($0.name) } }
-            announced = a
+            options = policy.map { Options($0, descriptor) }
         }
+
+        /// The device's options (`DevicePolicy`), when it has any.
+        var policy: DevicePolicy? { options?.policy }
+        /// The device as announced (`Options.announced`).
+        var announced: DeviceDescriptor { options?.announced ?? descriptor }
 
         /// Whether its discovery configs are announced (not `homeassistant.exclude`).
         var announces: Bool { policy?.homeassistant.exclude != true }
