@@ -198,7 +198,8 @@ import SwitchyardCore
         #expect(verdicts[0] == nil, "config.example.yaml: \(verdicts[0] ?? "")")
         for (i, (yaml, at)) in bad.enumerated() {
             let v = verdicts[i + 1]
-            #expect(v?.hasPrefix(at + ":") == true, "\(yaml): \(v ?? "accepted")")
+            // At the key, or (jsonschema 4.10, Debian's, which reports a false subschema at the key it refuses) just under it.
+            #expect(v.map { $0.hasPrefix(at + ":") || !at.isEmpty && $0.hasPrefix(at + "/") } == true, "\(yaml): \(v ?? "accepted")")
         }
         for (i, yaml) in fine.enumerated() { #expect(verdicts[bad.count + 1 + i] == nil, "\(yaml): \(verdicts[bad.count + 1 + i] ?? "")") }
     }
