@@ -76,6 +76,9 @@ let package = Package(
         // YAML -> typed config for the bridge's own sections, ${ENV} and *_file secrets, positions for
         // every problem, the derived redacted view; the `Upstream` registration each adapter implements.
         .target(name: "SwitchyardConfig", dependencies: ["SwitchyardCore", "CYAML"], swiftSettings: strict),
+        // Management: changes asked for on bridge/request/… or in the console, planned as minimal edits of the
+        // user's YAML, written, and applied like a reload, one at a time (the requests and their plumbing).
+        .target(name: "SwitchyardManage", dependencies: ["SwitchyardCore", "SwitchyardConfig"], swiftSettings: strict),
         // What every upstream simulator builds on: a loopback server over Hummingbird's core (the console's
         // server library), and on it an HTTP server with recorded requests and knobs, which also answers in
         // memory as the peer of SwitchyardHTTP's twin.
@@ -122,7 +125,7 @@ let package = Package(
         ], resources: [.embedInCode("Page/index.html"), .embedInCode("Page/console.css"), .embedInCode("Page/console.js")], swiftSettings: strict),
         // Wiring: config -> transport + engine + adapters as Services under one ServiceGroup. Knows no adapter.
         .target(name: "SwitchyardRuntime", dependencies: [
-            "CMalloc", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardWeb",
+            "CMalloc", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig", "SwitchyardWeb", "SwitchyardManage",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strict),
@@ -171,7 +174,7 @@ let package = Package(
         // Fuzz targets for every parser of outside bytes, and the libFuzzer / replay program (`make fuzz`).
         .target(name: "SwitchyardFuzz", dependencies: [
             "SwitchyardCore", "SwitchyardConfig", "SwitchyardCLI", "HomeAssistantMirror", "ImpAdapter", "LIFXAdapter", "NovaAdapter",
-            "SwitchyardWeb",
+            "SwitchyardWeb", "SwitchyardManage",
         ], swiftSettings: strict),
         .executableTarget(name: "switchyard-fuzz", dependencies: ["SwitchyardFuzz"], swiftSettings: strict),
         // Test helpers shared by every test target: broker launcher, free port, MQTT probe, the bridge in-process
@@ -200,6 +203,11 @@ let package = Package(
                                                                   "LivecodingAdapter", "HomeAssistantMirror", "LIFXAdapter", "NovaAdapter",
                                                                   "VirtualAdapter"],
                     swiftSettings: strict),
+        .testTarget(name: "SwitchyardManageTests", dependencies: [
+            "SwitchyardManage", "SwitchyardRuntime", "SwitchyardConfig", "SwitchyardCore", "SwitchyardCLI", "SwitchyardTestSupport",
+            "SwitchyardDemo", "VirtualAdapter", "SwitchyardMQTT",
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
         .testTarget(name: "SwitchyardHTTPTests", dependencies: ["SwitchyardHTTP", "SwitchyardCore", "SimulatorSupport"], swiftSettings: strict),
         .testTarget(name: "ImpTests", dependencies: [
             "ImpAdapter", "ImpSimulators", "SwitchyardConfig", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardMQTT",

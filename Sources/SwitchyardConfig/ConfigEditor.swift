@@ -56,6 +56,13 @@ public struct ConfigEditor: Sendable {
         return merged.contains(path)
     }
 
+    /// The keys of the mapping at `path` in the config (both files merged), in the file's order; nil when
+    /// there is no mapping there.
+    public func keys(at path: ConfigPath) -> [String]? {
+        guard let main = try? YAMLEditor(source.bytes), let merged = try? mergedEditor(main) else { return nil }
+        return merged.keys(at: path)
+    }
+
     /// The change the edits make (applied in order, each seeing the ones before), checked, not yet written.
     public func plan(_ requested: [YAMLEdit], target: Target? = nil) throws(ConfigChangeError) -> ConfigChange {
         try checkUnchanged()

@@ -148,6 +148,8 @@ final class SchemaObject {
         case scalar(Scalar)
         case object(SchemaObject)
         case array(Item, doc: String)
+        /// A value of more than one shape, said as its own schema (`api.manage`: true, false or a list).
+        case custom(JSONValue, doc: String)
     }
 
     var order: [String] = []
@@ -178,6 +180,7 @@ final class SchemaObject {
         case .scalar(let s): s.doc
         case .object(let o): o.doc
         case .array(_, let doc): doc
+        case .custom(_, let doc): doc
         }
     }
 
@@ -233,6 +236,10 @@ final class SchemaObject {
             o = j
         case .array(let items, let doc):
             o = ["type": "array", "items": json(items, restart: restart, when: nil), "x-switchyard-restart": .string(restart.rawValue)]
+            if !doc.isEmpty { o["description"] = .string(doc) }
+        case .custom(let schema, let doc):
+            o = schema.objectValue ?? [:]
+            o["x-switchyard-restart"] = .string(restart.rawValue)
             if !doc.isEmpty { o["description"] = .string(doc) }
         }
         if let when { o["x-switchyard-when"] = .object([when.key: .array(when.values.map(JSONValue.string))]) }

@@ -68,11 +68,22 @@ public struct SwitchyardConfig: Sendable, Equatable {
         public var discoveryMode = "device"
     }
 
+    /// The bridge's requests (`api:`).
+    public struct API: Sendable, Equatable {
+        /// The management requests MQTT clients may make (`api.manage`): every one (true, the default), none
+        /// (false) or those listed. The console's are not limited by it (its own token guards it).
+        public var manage: Set<String> = Self.verbs
+        /// Every management request that changes the config (`api.manage` lists some of these).
+        public static let verbs: Set<String> = ["device/rename", "device/options", "device/remove", "options"]
+        public init() {}
+    }
+
     public var file = "config.yaml"
     public var stateDir = "/var/lib/switchyard"
     public var log = Log()
     public var mqtt = MQTT()
     public var homeassistant = HomeAssistant()
+    public var api = API()
     public var healthInterval = 60.0
     public var web = Web()
     public var standby = Standby()
@@ -92,7 +103,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
 
     public static func == (a: SwitchyardConfig, b: SwitchyardConfig) -> Bool {
         a.file == b.file && a.stateDir == b.stateDir && a.log == b.log && a.mqtt == b.mqtt && a.homeassistant == b.homeassistant
-            && a.healthInterval == b.healthInterval && a.web == b.web && a.standby == b.standby && a.deviceOptions == b.deviceOptions
+            && a.healthInterval == b.healthInterval && a.api == b.api && a.web == b.web && a.standby == b.standby && a.deviceOptions == b.deviceOptions
             && a.upstreams.count == b.upstreams.count
             && zip(a.upstreams, b.upstreams).allSatisfy { $0.isSame(as: $1) }
     }
@@ -198,6 +209,11 @@ public struct SwitchyardConfig: Sendable, Equatable {
         c.healthInterval = health.double("interval", 60, min: 1, max: 86_400, doc: "Seconds between bridge/health publishes.")
         health.finish()
 
+        let api = top.section("api", doc: "The bridge's requests on <base>/bridge/request/….")
+        api.restart = .atOnce
+        readAPI(api, into: &c.api)
+        api.finish()
+
         let web = top.section("web", doc: "The operator console (docs/console.md): the page, /metrics, /livez and /readyz.")
         web.restart = .console
         readWeb(web, into: &c.web)
@@ -209,7 +225,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
         for u in upstreams where top.has(u.key) {
             c.upstreams.append(u.configure(top.section(u.key, doc: u.summary), bridge: bridge))
         }
-        c.deviceOptions = DeviceOptions.read(top.section("devices", doc: "Per-device options, by adapter and device name."),
+        c.deviceOptions = DeviceOptions.read(top.section("devices", doc: "Per-device options, by adapter and stable device id."),
                                              adapters: upstreams.map(\.key))
         top.finish()
         c.redactedJSON = top.redacted
@@ -317,6 +333,41 @@ public struct SwitchyardConfig: Sendable, Equatable {
         m.finish()
     }
 
+
+    /// `api.manage`: true, false, or a list of the requests allowed.
+    static func readAPI(_ a: ConfigSection, into c: inout API) {
+        let verbs = API.verbs.sorted()
+        a.describe("manage", .custom(["oneOf": [["type": "boolean"], ["type": "array", "items": ["enum": .array(verbs.map(JSONValue.string))]]],
+                                      "default": true],
+                                     doc: "Management requests MQTT clients may make (device/rename, device/options, device/remove, options): true (all), false (none) or a list of them. The console is not limited by it."))
+        guard let n = a.node("manage") else { a.record("manage", .bool(true)); return }
+        switch n {
+        case .scalar(let s):
+            guard let v = a.reader.expand(s.string, mark: n.mark, path: a.key("manage")) else { break }
+            switch v.lowercased() {
+            case "true", "yes", "on": c.manage = API.verbs
+            case "false", "no", "off": c.manage = []
+            default: a.problem(n.mark, key: "manage", "expected true, false or a list of \(verbs.joined(separator: ", ")), got '\(v)'")
+            }
+        case .sequence(let items, _):
+            var allowed: Set<String> = []
+            for item in items {
+                guard case .scalar(let s) = item, API.verbs.contains(s.string) else {
+                    a.problem(item.mark, key: "manage", "expected one of \(verbs.joined(separator: ", ")), got \(ConfigSection.kind(item))")
+                    continue
+                }
+                allowed.insert(s.string)
+            }
+            c.manage = allowed
+        case .mapping:
+            a.problem(n.mark, key: "manage", "expected true, false or a list of \(verbs.joined(separator: ", ")), got a mapping")
+        }
+        let shown: JSONValue = c.manage == API.verbs ? .bool(true) : c.manage.isEmpty ? .bool(false) : .array(c.manage.sorted().map(JSONValue.string))
+        a.record("manage", shown)
+    }
+
+    /// The per-device options as the engine applies them, by adapter and stable id.
+    public var devicePolicies: [String: [String: DevicePolicy]] { deviceOptions.mapValues { $0.mapValues(\.policy) } }
 
     /// The broker URL without credentials, for bridge/info.
     public var brokerURL: String { "\(mqtt.useTLS ? "mqtts" : "mqtt")://\(mqtt.host):\(mqtt.port)" }

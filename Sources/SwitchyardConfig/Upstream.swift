@@ -60,6 +60,11 @@ public protocol Upstream: Sendable {
     /// `switchyard auth <key>`: an authorisation the user must give once (OAuth consent). Returns what
     /// to tell the user at the end; nil when the upstream needs none.
     func authorize(_ settings: Settings, options: AuthorizationOptions) async throws -> String?
+
+    /// Where the section defines the device with this stable id (a list item with its name), when it does:
+    /// `device/remove` removes it there, or the next listing would bring it back. Nil (the default): the
+    /// upstream finds its devices itself.
+    func configEntry(ofDevice id: String, in settings: Settings) -> ConfigPath?
 }
 
 extension Upstream {
@@ -67,6 +72,7 @@ extension Upstream {
     public var secretKeys: Set<String> { [] }
     public func needsRestart(from old: Settings, to new: Settings) -> Bool { old != new }
     public func authorize(_ settings: Settings, options: AuthorizationOptions) async throws -> String? { nil }
+    public func configEntry(ofDevice id: String, in settings: Settings) -> ConfigPath? { nil }
 
     /// Reads this upstream's section of a file into a configured upstream.
     func configure(_ section: ConfigSection, bridge: BridgeConfigContext) -> ConfiguredUpstream {
@@ -83,7 +89,8 @@ extension Upstream {
             same: { other in (other.settings as? Settings) == settings },
             restartFrom: { old in (old.settings as? Settings).map { needsRestart(from: $0, to: settings) } ?? true },
             make: { makeAdapter(settings) },
-            authorize: { options in try await authorize(settings, options: options) })
+            authorize: { options in try await authorize(settings, options: options) },
+            entry: { id in configEntry(ofDevice: id, in: settings) })
     }
 }
 
@@ -96,6 +103,10 @@ public struct ConfiguredUpstream: Sendable {
     let restartFrom: @Sendable (ConfiguredUpstream) -> Bool
     let make: @Sendable () -> any Adapter
     let authorize: @Sendable (AuthorizationOptions) async throws -> String?
+    let entry: @Sendable (String) -> ConfigPath?
+
+    /// Where the section defines the device with this stable id, if it does (`Upstream.configEntry`).
+    public func configEntry(ofDevice id: String) -> ConfigPath? { entry(id) }
 
     /// Builds the adapter (which starts nothing until the engine runs it).
     public func makeAdapter() -> any Adapter { make() }

@@ -31,6 +31,11 @@ public protocol Adapter: Sendable {
     /// truth is upstream ignores them (the default); one that keeps state itself (the virtual devices) starts
     /// from them.
     func restore(states: [String: [String: JSONValue]]) async
+
+    /// The devices the user disabled (the `disabled` device option, by stable id), before `run` and whenever
+    /// they change: an adapter that can leaves them alone (no polling, no connection). The engine ignores
+    /// what it reports for them either way. The default does nothing.
+    func setDisabled(_ deviceIDs: Set<String>) async
 }
 
 /// An adapter that mirrors an upstream's own topic tree under `<base>/<id>/` (the Home Assistant
@@ -70,6 +75,7 @@ extension Adapter {
     public func request(path: String, payload: JSONValue, context: AdapterContext) async throws -> JSONValue? { nil }
     public func inherit(from previous: any Adapter) async {}
     public func restore(states: [String: [String: JSONValue]]) async {}
+    public func setDisabled(_ deviceIDs: Set<String>) async {}
 }
 
 /// One device's fields to merge into its state and, when known, its availability (`AdapterContext.report`).

@@ -35,7 +35,9 @@ public enum BridgeAPI {
         var o: [String: JSONValue]
         switch result {
         case .success(let data): o = ["status": "ok", "data": data]
-        case .failure(let e): o = ["status": "error", "error": .string(e.message)]
+        case .failure(let e):
+            o = ["status": "error", "error": .string(e.message)]
+            if let d = e.details { o["details"] = d }
         }
         if let transaction { o["transaction"] = transaction }
         return .object(o)

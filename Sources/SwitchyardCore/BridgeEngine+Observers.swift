@@ -153,6 +153,8 @@ extension BridgeEngine {
     /// and validated by the same `InboundRouter`, answered on the same result and response topics. Never
     /// retained, never old. It runs on the caller's task: the bounds it hits are this bridge's.
     public func submit(topic: String, payload: [UInt8]) {
-        Bounds.$counter.withValue(bounds) { handle(InboundMessage(topic: topic, payload: payload, retain: false, qos: 1)) }
+        var m = InboundMessage(topic: topic, payload: payload, retain: false, qos: 1)
+        m.fromConsole = true
+        Bounds.$counter.withValue(bounds) { handle(m) }
     }
 }

@@ -67,7 +67,7 @@ extension BridgeEngine {
 
     func update(_ adapterID: String, _ generation: UInt64, _ deviceID: String, _ fields: [String: JSONValue]) {
         guard let entry = current(adapterID, generation), let p = entry.registry.update(deviceID, fields) else { return }
-        publish(p)
+        if !paced(entry, deviceID) { publish(p) }
         flushAnnouncements(adapterID, generation)
     }
 
@@ -82,7 +82,7 @@ extension BridgeEngine {
         var batch: [Publication] = []
         batch.reserveCapacity(min(reports.count, Self.handOver))
         for r in reports {
-            if !r.fields.isEmpty, let p = entry.registry.update(r.deviceID, r.fields) { batch.append(p) }
+            if !r.fields.isEmpty, let p = entry.registry.update(r.deviceID, r.fields), !paced(entry, r.deviceID) { batch.append(p) }
             if let a = r.available, let p = entry.registry.setAvailable(r.deviceID, a) { batch.append(p) }
             if batch.count >= Self.handOver {
                 transport.publish(batch)

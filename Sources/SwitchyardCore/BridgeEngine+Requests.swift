@@ -8,26 +8,40 @@ import Foundation
 /// `run` so that a request that waits on an adapter holds up nothing else, and responded to on
 /// `bridge/response/<path>` (`BridgeAPI.response`), and on an MQTT 5 client's Response Topic when it gave one.
 extension BridgeEngine {
-    func handleRequest(path: String, payload: [UInt8], replyTo: ReplyTo? = nil) {
-        // Only an adapter's own requests read the body; the bridge's read the transaction alone. Paths are
-        // matched without case (`answer`), so the adapter is looked up so too.
-        let parts = path.lowercased().split(separator: "/", maxSplits: 1)
-        switch BridgeAPI.parse(payload, body: parts.count == 2 && entries[String(parts[0])] != nil) {
+    func handleRequest(path: String, payload: [UInt8], replyTo: ReplyTo? = nil, origin: RequestOrigin = .mqtt) {
+        // Only an adapter's own requests and the handler's (management) read the body; the bridge's read the
+        // transaction alone. Paths are matched without case (`answer`), so the adapter is looked up so too.
+        let lower = path.lowercased()
+        let parts = lower.split(separator: "/", maxSplits: 1)
+        let handled = requestHandler?.handles(lower) == true
+        if handled, let bound = requestHandler?.maxPayload, payload.count > bound {
+            Bounds.hit("request_payload")
+            let message = "request \(path): payload of \(payload.count) bytes is over the \(bound) bytes a management request may have; nothing was changed"
+            respond(path, .failure(AdapterError(message)), transaction: nil, replyTo: replyTo)
+            reportError(message, topic: scheme.bridge("request/\(path)"), transaction: nil, resultTopic: nil)
+            return
+        }
+        switch BridgeAPI.parse(payload, body: handled || parts.count == 2 && entries[String(parts[0])] != nil) {
         case .failure(let e):
             respond(path, .failure(e), transaction: nil, replyTo: replyTo)
             reportError(e.message, topic: scheme.bridge("request/\(path)"), transaction: nil, resultTopic: nil)
         case .success(let (body, transaction)):
             // Answered by a child of `run`: a request that waits on an adapter holds up nothing else.
-            if case .terminated = childJobQueue.yield(.request(path: path, body: body, transaction: transaction, replyTo: replyTo)) {
+            if case .terminated = childJobQueue.yield(.request(path: path, body: body, transaction: transaction, replyTo: replyTo, origin: origin,
+                                                               size: payload.count)) {
                 respond(path, .failure(AdapterError("the bridge is stopping")), transaction: transaction, replyTo: replyTo)
             }
         }
     }
 
-    func serveRequest(path: String, body: JSONValue, transaction: JSONValue?, replyTo: ReplyTo?) async {
+    func serveRequest(path: String, body: JSONValue, transaction: JSONValue?, replyTo: ReplyTo?, origin: RequestOrigin = .mqtt, size: Int = 0) async {
         let result: Result<JSONValue, AdapterError>
         do {
-            result = .success(try await answer(path: path.lowercased(), body: body))
+            if let handler = requestHandler, handler.handles(path.lowercased()) {
+                result = .success(try await handler.handle(BridgeRequest(path: path.lowercased(), body: body, origin: origin, size: size)))
+            } else {
+                result = .success(try await answer(path: path.lowercased(), body: body))
+            }
         } catch let e as AdapterError {
             result = .failure(e)
         } catch {
@@ -88,7 +102,7 @@ extension BridgeEngine {
                let data = try await entry.adapter.request(path: parts[1], payload: body, context: entry.hosted.context) {
                 return data
             }
-            throw AdapterError("unknown request '\(path)' (known: \(BridgeAPI.known.joined(separator: ", ")))")
+            throw AdapterError("unknown request '\(path)' (known: \((BridgeAPI.known + (requestHandler?.paths ?? [])).joined(separator: ", ")))")
         }
     }
 }

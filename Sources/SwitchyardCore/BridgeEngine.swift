@@ -85,6 +85,8 @@ public actor BridgeEngine {
         let work: AsyncStream<QueuedWork>
         let queue: AsyncStream<QueuedWork>.Continuation
         let queued = QueueGauge()
+        /// Its devices the user disabled when it started (told again through `setDisabled` when they change).
+        var disabled: Set<String> = []
         let stop = Latch()
         let stopped = Latch()
         /// The worker has taken every piece of work off the finished queue and every outcome is in.
@@ -126,12 +128,18 @@ public actor BridgeEngine {
     /// request to answer, something to do after a delay.
     enum ChildJob: Sendable {
         case host(HostedAdapter)
-        case request(path: String, body: JSONValue, transaction: JSONValue?, replyTo: ReplyTo?)
+        case request(path: String, body: JSONValue, transaction: JSONValue?, replyTo: ReplyTo?, origin: RequestOrigin, size: Int)
         case reannounce(generation: Int, delay: Double)
         case settle(adapter: String, generation: UInt64, after: Double)
         case summariseSuppressed(after: Double)
         case announce(adapter: String, generation: UInt64)
         case sweep(after: Double)
+        /// A paced device's state (debounce, throttle) is due then.
+        case pace(adapter: String, device: String, at: MonotonicInstant)
+        /// Devices renamed with `homeassistant_rename`: their discovery configs, after Home Assistant let go.
+        case announceAnew(adapter: String, devices: [String], after: Double)
+        /// An adapter is told its disabled devices.
+        case disable(adapter: String, generation: UInt64, devices: Set<String>)
     }
 
     public private(set) var settings: EngineSettings
@@ -184,6 +192,12 @@ public actor BridgeEngine {
     var standbyReplayed = 0
     var healthExtra: [String: JSONValue] = [:]
     var standby: StandbySnapshot?
+    /// The per-device options by adapter and stable id (`setDevicePolicies`), for registries made later too.
+    var devicePolicies: [String: [String: DevicePolicy]] = [:]
+    /// Paced devices' states (debounce, throttle): when each last went out and when the next is due.
+    var pacing: [PaceKey: Pace] = [:]
+    /// Requests served outside the engine (the management requests: `setRequestHandler`).
+    var requestHandler: RequestHandler?
     let childJobs: AsyncStream<ChildJob>
     let childJobQueue: AsyncStream<ChildJob>.Continuation
 
@@ -244,6 +258,7 @@ public actor BridgeEngine {
         }
         for entry in entries.values { for q in entry.life.waiting { refuse(q.work, "the bridge stopped before the command was carried out") } }
         answerLeftovers(adapterID: nil, generation: nil, "the bridge stopped before the command was carried out")
+        flushPaced()
         publishOffline()
         // An adapter keeps its context, which holds this engine: letting the adapters go breaks that cycle,
         // so that the engine and everything it holds are freed once run has returned (else LeakSanitizer reports it).
@@ -258,8 +273,20 @@ public actor BridgeEngine {
                 switch job {
                 case .host(let h):
                     group.addTask { await Self.host(h, engine: self) }
-                case .request(let path, let body, let transaction, let replyTo):
-                    group.addTask { await self.serveRequest(path: path, body: body, transaction: transaction, replyTo: replyTo) }
+                case .request(let path, let body, let transaction, let replyTo, let origin, let size):
+                    group.addTask { await self.serveRequest(path: path, body: body, transaction: transaction, replyTo: replyTo, origin: origin, size: size) }
+                case .pace(let adapter, let device, let at):
+                    group.addTask {
+                        do { try await self.clock.sleep(until: at) } catch { return }
+                        await self.paceDue(adapter, device)
+                    }
+                case .announceAnew(let adapter, let devices, let after):
+                    group.addTask {
+                        do { try await self.clock.sleep(seconds: after) } catch { return }
+                        await self.announceAnew(adapter, devices)
+                    }
+                case .disable(let adapter, let generation, let devices):
+                    group.addTask { await self.tellDisabled(adapter, generation, devices) }
                 case .reannounce(let generation, let delay):
                     group.addTask {
                         do { try await self.clock.sleep(seconds: delay) } catch { return }
@@ -294,6 +321,7 @@ public actor BridgeEngine {
         await withDiscardingTaskGroup { g in
             g.addTask {
                 do {
+                    if !h.disabled.isEmpty { await h.adapter.setDisabled(h.disabled) }
                     try await h.adapter.run(context: h.context)
                 } catch is CancellationError {
                 } catch {
@@ -379,7 +407,7 @@ public actor BridgeEngine {
         nextGeneration += 1
         let generation = nextGeneration
         let (work, queue) = AsyncStream.makeStream(of: QueuedWork.self, bufferingPolicy: .bufferingOldest(settings.commandQueueLimit))
-        let hosted = HostedAdapter(adapter: adapter, generation: generation,
+        var hosted = HostedAdapter(adapter: adapter, generation: generation,
                                    context: AdapterContext(adapterID: id, host: Host(engine: self, adapterID: id, generation: generation)),
                                    work: work, queue: queue)
         let old = entries[id]
@@ -389,9 +417,14 @@ public actor BridgeEngine {
             handOver = Lifecycle.Release(waiting: (handOver?.waiting ?? []) + late.waiting, held: (handOver?.held ?? []) + late.held,
                                          heldBytes: (handOver?.heldBytes ?? 0) + late.heldBytes)
         }
-        let registry = old?.registry.carried(reservedPrefixes: adapter.reservedPrefixes)
+        var registry = old?.registry.carried(reservedPrefixes: adapter.reservedPrefixes)
             ?? DeviceRegistry(adapterID: id, scheme: scheme, discovery: settings.discovery ? discovery : nil,
                               reservedPrefixes: adapter.reservedPrefixes)
+        if old == nil, let p = devicePolicies[id] {
+            var none: [RegistryOutput] = []
+            _ = registry.setPolicies(p, into: &none)
+        }
+        hosted.disabled = Set(registry.policies.filter(\.value.disabled).keys)
         if old == nil { adapterOrder.append(id) }
         let life = Lifecycle(bounds: .init(limit: settings.heldLimit, bytes: settings.heldBytesLimit), carried: old != nil,
                              held: handOver?.held ?? [], heldBytes: handOver?.heldBytes ?? 0)
@@ -518,7 +551,7 @@ public actor BridgeEngine {
             log(.warning, "ignored a retained command (commands must not be published with retain; clear it with: mosquitto_pub -r -n -t '\(topic)')",
                 topic: topic)
         case .request(let path, let payload, let replyTo):
-            handleRequest(path: path, payload: payload, replyTo: replyTo)
+            handleRequest(path: path, payload: payload, replyTo: replyTo, origin: m.fromConsole ? .console : .mqtt)
         case .refusedRequest(let path, let message):
             respond(path, .failure(AdapterError(message)), transaction: nil, replyTo: nil)
             reportError(message, topic: m.topic, transaction: nil, resultTopic: nil)
@@ -554,6 +587,7 @@ public actor BridgeEngine {
             return (r.descriptor.id, r.descriptor, r.name)
         }
         var adapterIDs: [String] { order }
+        func retired(_ adapter: String, named name: String) -> String? { entries[adapter]?.registry.retired[name] }
     }
 
     /// Queues work for an adapter, within its bounds; what its lifecycle keeps (a reload replacing it, a

@@ -100,7 +100,13 @@ public struct DeviceCommand: Sendable, Equatable {
 /// An error an adapter reports for a command or a request; the message reaches bridge/log as is.
 public struct AdapterError: Error, Sendable, CustomStringConvertible {
     public var message: String
-    public init(_ message: String) { self.message = message }
+    /// What a request's answer carries beside the message (`bridge/response/<path>` `details`): a management
+    /// request's problems by key, for a form to show each next to its key.
+    public var details: JSONValue?
+    public init(_ message: String, details: JSONValue? = nil) {
+        self.message = message
+        self.details = details
+    }
     public var description: String { message }
 }
 

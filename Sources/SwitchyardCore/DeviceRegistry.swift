@@ -59,18 +59,45 @@ public struct DeviceRegistry: Sendable {
         let descriptor: DeviceDescriptor
         let name: String
         let context: Context
+        /// The device's options and what they make of it, boxed: a device without options (most) pays one
+        /// pointer for them.
+        let options: Options?
 
-        init(_ descriptor: DeviceDescriptor, name: String, context: Context) {
+        /// A device's options, and the device as announced with them.
+        final class Options: Sendable {
+            let policy: DevicePolicy
+            /// Its name for people (the `homeassistant.name`, `label` or `name` option), without the capabilities
+            /// of the fields it does not publish.
+            let announced: DeviceDescriptor
+            init(_ policy: DevicePolicy, _ d: DeviceDescriptor) {
+                self.policy = policy
+                var a = d
+                if let n = policy.homeassistant.name ?? policy.label ?? policy.name.map(Naming.readable) { a.displayName = n }
+                if !policy.filteredFields.isEmpty { a.capabilities = d.capabilities.filter { !policy.filteredFields.contains($0.name) } }
+                announced = a
+            }
+        }
+
+        init(_ descriptor: DeviceDescriptor, name: String, context: Context, policy: DevicePolicy? = nil) {
             self.descriptor = descriptor
             self.name = name
             self.context = context
+            options = policy.map { Options($0, descriptor) }
         }
+
+        /// The device's options (`DevicePolicy`), when it has any.
+        var policy: DevicePolicy? { options?.policy }
+        /// The device as announced (`Options.announced`).
+        var announced: DeviceDescriptor { options?.announced ?? descriptor }
+
+        /// Whether its discovery configs are announced (not `homeassistant.exclude`).
+        var announces: Bool { policy?.homeassistant.exclude != true }
 
         /// `bridge/devices/<adapter>/<name>`.
         func payload() -> [UInt8] {
             let d = descriptor, adapterID = context.adapterID
             var o: [String: JSONValue] = [
-                "adapter": .string(adapterID), "id": .string(d.id), "name": .string(name), "label": .string(d.label),
+                "adapter": .string(adapterID), "id": .string(d.id), "name": .string(name), "label": .string(policy?.label ?? d.label),
                 "topic": .string(context.scheme.device(adapter: adapterID, name: name)), "category": .string(d.category.rawValue),
                 "capabilities": .array(d.capabilities.map(\.descriptor)),
             ]
@@ -92,7 +119,8 @@ public struct DeviceRegistry: Sendable {
         }
         func payload() -> [UInt8] {
             guard let builder = listing.context.discovery else { return [] }
-            let entries = builder.entries(adapter: listing.context.adapterID, name: listing.name, device: listing.descriptor)
+            let entries = builder.entries(adapter: listing.context.adapterID, name: listing.name, device: listing.announced,
+                                          overrides: listing.policy?.homeassistant)
             return index < entries.count ? entries[index].payload.bytes : []
         }
     }
@@ -108,7 +136,8 @@ public struct DeviceRegistry: Sendable {
         }
         func payload() -> [UInt8] {
             guard let builder = listing.context.discovery else { return [] }
-            let entries = builder.entries(adapter: listing.context.adapterID, name: listing.name, device: listing.descriptor)
+            let entries = builder.entries(adapter: listing.context.adapterID, name: listing.name, device: listing.announced,
+                                          overrides: listing.policy?.homeassistant)
             return builder.deviceConfig(entries, dropped: dropped).bytes
         }
     }
@@ -173,6 +202,18 @@ public struct DeviceRegistry: Sendable {
     /// New devices whose details, discovery, first availability and `device_added` are still to be made
     /// (`flushAnnouncements`): a start's states go out before that work is even done.
     private(set) var pendingAnnouncements: [String] = []
+    /// Per-device options, by stable id (`setPolicies`); only devices that have any.
+    public private(set) var policies: [String: DevicePolicy] = [:]
+    /// Devices listed while disabled, as last listed: back at once when enabled again.
+    private(set) var disabledListed: [String: DeviceDescriptor] = [:]
+    /// Names no device has any more, and why (renamed, disabled): a command sent to one is refused with that
+    /// reason instead of as unknown, at once (design.md §19).
+    public private(set) var retired: [String: String] = [:]
+    /// The stable ids of the devices listed while disabled.
+    public var disabledDevices: [String] { disabledListed.keys.sorted() }
+    /// At most this many retired names are kept (the oldest go first).
+    static let retiredLimit = 1024
+    private var retiredOrder: [String] = []
 
     public init(adapterID: String, scheme: TopicScheme, discovery: DiscoveryBuilder?, reservedPrefixes: [String]) {
         self.adapterID = adapterID
@@ -190,6 +231,10 @@ public struct DeviceRegistry: Sendable {
         r.listsFromConfig = listsFromConfig
         r.shapes = shapes
         r.pendingAnnouncements = pendingAnnouncements
+        r.policies = policies
+        r.disabledListed = disabledListed
+        r.retired = retired
+        r.retiredOrder = retiredOrder
         return r
     }
 
@@ -210,6 +255,16 @@ public struct DeviceRegistry: Sendable {
                                     into out: inout [RegistryOutput]) -> Bool {
         flushAnnouncements(into: &out)
         if authoritative { listsFromConfig = true }
+        var listed = listed
+        if policies.values.contains(where: \.disabled) || !disabledListed.isEmpty {
+            // Disabled devices are kept aside, as listed: never named, published or commanded.
+            if authoritative { disabledListed = [:] }
+            listed.removeAll { d in
+                guard policies[d.id]?.disabled == true else { return false }
+                disabledListed[d.id] = d
+                return true
+            }
+        }
         let listedIDs = Set(listed.map(\.id))
         var removed: [String] = []
         for (id, rec) in devices where !listedIDs.contains(id) {
@@ -224,7 +279,7 @@ public struct DeviceRegistry: Sendable {
         // Names are assigned over everything still known, so a device that is briefly missing keeps its name.
         var all = listed
         for (id, rec) in devices where !listedIDs.contains(id) { all.append(rec.descriptor) }
-        let assignment = Naming.assign(all, reservedPrefixes: reservedPrefixes)
+        let assignment = assignNames(all, into: &out)
         var changed = !removed.isEmpty
         for d in listed {
             let name = d.namespace + assignment.names[d.id]!
@@ -236,7 +291,7 @@ public struct DeviceRegistry: Sendable {
                     changed = true
                 } else if rec.descriptor != d {
                     let old = rec.listing
-                    rec.listing = Listing(d, name: name, context: context)
+                    rec.listing = Listing(d, name: name, context: context, policy: policies[d.id])
                     publishDetails(rec, into: &out)
                     announce(rec, replacing: old, into: &out)
                     changed = true
@@ -244,9 +299,7 @@ public struct DeviceRegistry: Sendable {
                 devices[d.id] = rec
             } else {
                 if let w = assignment.warnings[d.id] { out.append(.log(.warning, "\(adapterID): \(w)")) }
-                byName[name] = d.id
-                devices[d.id] = Record(listing: Listing(d, name: name, context: context), available: available[d.id] ?? true)
-                pendingAnnouncements.append(d.id)
+                add(d, name: name, available: available[d.id] ?? true)
                 changed = true
             }
         }
@@ -273,21 +326,71 @@ public struct DeviceRegistry: Sendable {
     /// is keyed by the stable id, so Home Assistant keeps the entity. The order is what a subscriber to a
     /// discovery config needs: the new state and availability first, then the config pointing at them,
     /// and only then the old topics emptied (no config points at them any more).
-    mutating func rename(_ rec: inout Record, to name: String, descriptor: DeviceDescriptor, into out: inout [RegistryOutput]) {
+    ///
+    /// `anew` (a rename asked for with `homeassistant_rename`): the old discovery configs are cleared first and
+    /// the new ones are not announced here: the caller announces them (`republish(_:configsOnly:)`) once Home
+    /// Assistant has let go of the entities, which it then makes again with ids that follow the new name.
+    mutating func rename(_ rec: inout Record, to name: String, descriptor: DeviceDescriptor, anew: Bool = false, into out: inout [RegistryOutput]) {
         let oldListing = rec.listing
         let old = rec.name
-        byName[old] = nil
+        if byName[old] == descriptor.id { byName[old] = nil }
         byName[name] = descriptor.id
-        rec.listing = Listing(descriptor, name: name, context: context)
+        retire(old, "was renamed to '\(name)': its commands go to \(scheme.set(adapter: adapterID, name: name))")
+        retired[name] = nil
+        if anew { for t in discoveryTopics(oldListing) { out.append(.publish(Publication(t, [], retain: true))) } }
+        rec.listing = Listing(descriptor, name: name, context: context, policy: policies[descriptor.id])
         publishDetails(rec, into: &out)
         out.append(.publish(statePublication(&rec, force: true)))
         if let a = rec.available { out.append(.publish(availability(rec, a))) }
-        announce(rec, replacing: oldListing, into: &out)
-        for t in [scheme.device(adapter: adapterID, name: old), scheme.availability(adapter: adapterID, name: old),
-                  scheme.deviceDetails(adapter: adapterID, name: old)] {
-            out.append(.publish(Publication(t, [], retain: true)))
-        }
+        if !anew { announce(rec, replacing: oldListing, into: &out) }
+        // The old state is cleared only where the bridge left a retained copy (a device with `retain: false` has none).
+        var stale = [scheme.availability(adapter: adapterID, name: old), scheme.deviceDetails(adapter: adapterID, name: old)]
+        if oldListing.policy?.retain != false { stale.insert(scheme.device(adapter: adapterID, name: old), at: 0) }
+        for t in stale { out.append(.publish(Publication(t, [], retain: true))) }
         out.append(.publish(event("device_renamed", ["adapter": adapterID, "from": old, "id": descriptor.id, "to": name])))
+    }
+
+    /// A name no device has now, and why (kept for the answer to a command sent to it).
+    mutating func retire(_ name: String, _ why: String) {
+        if retired.updateValue(why, forKey: name) == nil { retiredOrder.append(name) }
+        if retiredOrder.count > Self.retiredLimit {
+            let drop = retiredOrder.count - Self.retiredLimit
+            for n in retiredOrder.prefix(drop) where byName[n] == nil { retired[n] = nil }
+            retiredOrder.removeFirst(drop)
+        }
+    }
+
+    /// Names for every device, their `name` options as configured names; an option that gives a device the
+    /// name another device has is not used (with a warning): two devices never share topics.
+    func assignNames(_ all: [DeviceDescriptor], into out: inout [RegistryOutput]) -> Naming.Assignment {
+        var skip: Set<String> = []
+        var a = Naming.assign(all.map { named($0) }, reservedPrefixes: reservedPrefixes)
+        var holders: [String: [String]] = [:]
+        for d in all { holders[d.namespace + a.names[d.id]!, default: []].append(d.id) }
+        for (name, ids) in holders where ids.count > 1 {
+            for id in ids.sorted() where policies[id]?.name != nil {
+                skip.insert(id)
+                out.append(.log(.warning, "\(adapterID): device '\(id)': its name option '\(name)' is another device's name; not used"))
+            }
+        }
+        if !skip.isEmpty { a = Naming.assign(all.map { named($0, skip: skip) }, reservedPrefixes: reservedPrefixes) }
+        return a
+    }
+
+    /// The descriptor as named: with its `name` option as the configured name, when it has a valid one.
+    func named(_ d: DeviceDescriptor, skip: Set<String> = []) -> DeviceDescriptor {
+        guard !skip.contains(d.id), let n = policies[d.id]?.name, Naming.problem(withName: n, reservedPrefixes: reservedPrefixes) == nil else { return d }
+        var named = d
+        named.configuredName = n
+        return named
+    }
+
+    /// A new device, named: recorded with its first availability, announced by `flushAnnouncements`.
+    mutating func add(_ d: DeviceDescriptor, name: String, available: Bool) {
+        byName[name] = d.id
+        retired[name] = nil
+        devices[d.id] = Record(listing: Listing(d, name: name, context: context, policy: policies[d.id]), available: available)
+        pendingAnnouncements.append(d.id)
     }
 
     /// Clears the device's discovery configs, then its state, availability and details: Home Assistant
@@ -295,13 +398,94 @@ public struct DeviceRegistry: Sendable {
     /// is a template error there).
     public mutating func remove(_ id: String, reason: String, into out: inout [RegistryOutput]) {
         guard let rec = devices[id] else { return }
-        for t in discoveryTopics(rec.listing) + [scheme.device(adapter: adapterID, name: rec.name), scheme.availability(adapter: adapterID, name: rec.name),
-                                                 scheme.deviceDetails(adapter: adapterID, name: rec.name)] {
+        var topics = discoveryTopics(rec.listing)
+        if rec.listing.policy?.retain != false { topics.append(scheme.device(adapter: adapterID, name: rec.name)) }
+        for t in topics + [scheme.availability(adapter: adapterID, name: rec.name), scheme.deviceDetails(adapter: adapterID, name: rec.name)] {
             out.append(.publish(Publication(t, [], retain: true)))
         }
         devices[id] = nil
         byName[rec.name] = nil
         out.append(.publish(event("device_removed", ["adapter": adapterID, "id": id, "name": rec.name, "reason": reason])))
+    }
+
+    /// What a change of options did, for the engine to finish.
+    public struct PolicyChange: Sendable, Equatable {
+        /// Devices came, went or were renamed: `bridge/devices` and the subscriptions change.
+        public var listChanged = false
+        /// Devices enabled again: their adapter is asked for their state.
+        public var enabled: [String] = []
+        /// Devices renamed with their Home Assistant entities made anew: their configs are announced once Home
+        /// Assistant has let go of the old ones (`republish(_:configsOnly:)`).
+        public var announceLater: [String] = []
+    }
+
+    /// The devices' options from now on (by stable id; a device without any is not in `new`), applied to every
+    /// device known: disabled ones removed (and kept aside as listed), enabled ones back, names changed by
+    /// their `name` option renamed (`anew`: with their Home Assistant entities made anew), and the topics of
+    /// the others whose options changed published again as the new options say.
+    public mutating func setPolicies(_ new: [String: DevicePolicy], anew: Set<String> = [], into out: inout [RegistryOutput]) -> PolicyChange {
+        flushAnnouncements(into: &out)
+        var change = PolicyChange()
+        policies = new.filter { !$0.value.isDefault }
+        for id in devices.keys.sorted() where policies[id]?.disabled == true {
+            let rec = devices[id]!
+            disabledListed[id] = rec.descriptor
+            remove(id, reason: "disabled", into: &out)
+            retire(rec.name, "is disabled (the devices option 'disabled' of \(adapterID) device '\(id)')")
+            change.listChanged = true
+        }
+        var back: [DeviceDescriptor] = []
+        for id in disabledListed.keys.sorted() where policies[id]?.disabled != true { back.append(disabledListed.removeValue(forKey: id)!) }
+        let assignment = assignNames(devices.values.map(\.descriptor) + back, into: &out)
+        for id in devices.keys.sorted() {
+            var rec = devices[id]!
+            let name = rec.descriptor.namespace + assignment.names[id]!
+            if rec.name != name {
+                if let w = assignment.warnings[id] { out.append(.log(.warning, "\(adapterID): \(w)")) }
+                rename(&rec, to: name, descriptor: rec.descriptor, anew: anew.contains(id), into: &out)
+                if anew.contains(id) { change.announceLater.append(id) }
+                change.listChanged = true
+            } else if rec.listing.policy != policies[id] {
+                restyle(&rec, policies[id], into: &out)
+            }
+            devices[id] = rec
+        }
+        for d in back {
+            add(d, name: d.namespace + assignment.names[d.id]!, available: true)
+            change.enabled.append(d.id)
+            change.listChanged = true
+        }
+        return change
+    }
+
+    /// A device whose options changed but not its name: what they change is published again. A state that
+    /// stops being retained has the broker's retained copy cleared first (and goes on without one).
+    mutating func restyle(_ rec: inout Record, _ policy: DevicePolicy?, into out: inout [RegistryOutput]) {
+        let old = rec.listing
+        rec.listing = Listing(rec.descriptor, name: rec.name, context: context, policy: policy)
+        let was = old.policy ?? DevicePolicy(), now = policy ?? DevicePolicy()
+        if !now.filteredFields.isEmpty, let state = rec.stateBytes.flatMap({ try? JSONValue.parse($0) })?.objectValue {
+            let kept = state.filter { !now.filteredFields.contains($0.key) }
+            if kept.count != state.count { rec.stateBytes = JSONValue.object(kept).bytes }
+        }
+        if was.retain != now.retain || was.qos != now.qos || was.messageExpiry != now.messageExpiry || was.filteredFields != now.filteredFields {
+            if was.retain && !now.retain { out.append(.publish(Publication(scheme.device(adapter: adapterID, name: rec.name), [], retain: true))) }
+            if let bytes = rec.stateBytes { out.append(.publish(stateMessage(rec, bytes))) }
+        }
+        if was.label != now.label || was.homeassistant != now.homeassistant || was.filteredFields != now.filteredFields {
+            publishDetails(rec, into: &out)
+            announce(rec, replacing: old, into: &out)
+        }
+    }
+
+    /// The name a device would have without its `name` option (a rename back to it drops the option).
+    public func nameWithoutOption(_ id: String) -> String? {
+        guard let rec = devices[id] else { return nil }
+        var without = self
+        without.policies[id]?.name = nil
+        var none: [RegistryOutput] = []
+        let assignment = without.assignNames(devices.values.map(\.descriptor), into: &none)
+        return assignment.names[id].map { rec.descriptor.namespace + $0 }
     }
 
     /// Removes every device (the adapter left the config).
@@ -317,13 +501,27 @@ public struct DeviceRegistry: Sendable {
     public mutating func update(_ id: String, _ fields: [String: JSONValue]) -> Publication? {
         guard var rec = devices[id] else { return nil }
         var state = rec.state
-        for (k, v) in fields { state[k] = rec.descriptor.capability(k)?.normalise(v) ?? v }
+        let filtered = rec.listing.policy?.filteredFields ?? []
+        for (k, v) in fields where !filtered.contains(k) { state[k] = rec.descriptor.capability(k)?.normalise(v) ?? v }
         let bytes = JSONValue.object(state).bytes
         guard bytes != rec.stateBytes else { return nil }
         rec.stateBytes = bytes
         devices[id] = rec
-        return Publication(scheme.device(adapter: adapterID, name: rec.name), bytes, retain: true)
+        return stateMessage(rec, bytes)
     }
+
+    /// A state as the device's options say it goes: retained or not, its QoS, its expiry (non-retained only).
+    func stateMessage(_ rec: Record, _ bytes: [UInt8]) -> Publication {
+        var p = Publication(scheme.device(adapter: adapterID, name: rec.name), bytes, retain: true)
+        guard let policy = rec.listing.policy else { return p }
+        p.retain = policy.retain
+        p.qos = policy.qos
+        if !policy.retain { p.properties.expiry = policy.messageExpiry }
+        return p
+    }
+
+    /// The device's options, when it has any.
+    public func policy(of id: String) -> DevicePolicy? { devices[id]?.listing.policy }
 
     /// The full state (`/get` and republish publish it even when unchanged).
     public mutating func state(_ id: String, force: Bool) -> Publication? {
@@ -338,7 +536,7 @@ public struct DeviceRegistry: Sendable {
     func statePublication(_ rec: inout Record, force: Bool) -> Publication {
         let bytes = rec.stateBytes ?? JSONValue.object([:]).bytes
         rec.stateBytes = bytes
-        return Publication(scheme.device(adapter: adapterID, name: rec.name), bytes, retain: true)
+        return stateMessage(rec, bytes)
     }
 
     public mutating func setAvailable(_ id: String, _ available: Bool) -> Publication? { setAvailable(id, available, lane: .now) }
@@ -395,8 +593,12 @@ public struct DeviceRegistry: Sendable {
         guard let discovery else { return }
         if discovery.mode == .device {
             // One config: entities the old listing had and this one has not are removed by it.
-            let dropped = old.map { o in shapes.of(o.descriptor, discovery).filter { !shapes.of(rec.descriptor, discovery).contains($0) } } ?? []
-            let topic = discoveryTopics(rec.listing)[0]
+            let dropped = old.map { o in shapes.of(o.announced, discovery).filter { !shapes.of(rec.listing.announced, discovery).contains($0) } } ?? []
+            guard let topic = discoveryTopics(rec.listing).first else {
+                // Not announced (`homeassistant.exclude`): what the old listing announced is cleared.
+                if let old { for stale in discoveryTopics(old) { out.append(.publish(Publication(stale, [], retain: true))) } }
+                return
+            }
             if let old, let stale = discoveryTopics(old).first, stale != topic { out.append(.publish(Publication(stale, [], retain: true))) }
             out.append(.publish(Publication(topic, body: .source(DeviceConfigPayload(rec.listing, dropped: dropped)), retain: true, lane: lane)))
             return
@@ -416,10 +618,10 @@ public struct DeviceRegistry: Sendable {
 
     static func configTopics(_ listing: Listing, adapterID: String, discovery: DiscoveryBuilder?, shapes: inout Shapes,
                              mode: DiscoveryMode? = nil) -> [String] {
-        guard let discovery else { return [] }
+        guard let discovery, listing.announces else { return [] }
         let node = listing.context.nodePrefix + Naming.normaliseID(listing.descriptor.id)
         if (mode ?? discovery.mode) == .device { return [discovery.deviceConfigTopic(node: node)] }
-        return shapes.of(listing.descriptor, discovery).map { discovery.configTopic($0, node: node) }
+        return shapes.of(listing.announced, discovery).map { discovery.configTopic($0, node: node) }
     }
 
     /// A lookup of the discovery topics of the devices whose normalised id (as in the discovery node) is

@@ -110,6 +110,23 @@ public struct DiscoveryBuilder: Sendable {
 
     static let lightFields: Set<String> = ["state", "brightness", "color", "color_temp", "color_mode", "transition", "effect"]
 
+    /// A device's entries with its per-device overrides (`DevicePolicy.HomeAssistant`): every entity's icon and
+    /// category, and each entity's own name, icon and category by its object. `config` is given only to an
+    /// entity that takes commands (Home Assistant refuses it on a read-only one).
+    public func entries(adapter: String, name: String, device d: DeviceDescriptor, overrides: DevicePolicy.HomeAssistant?) -> [Entry] {
+        var out = entries(adapter: adapter, name: name, device: d)
+        guard let o = overrides, !o.isDefault else { return out }
+        for i in out.indices {
+            guard case .object(var p) = out[i].payload else { continue }
+            let own = o.entities[out[i].shape.object]
+            if let icon = own?.icon ?? o.icon { p["icon"] = .string(icon) }
+            if let c = own?.entityCategory ?? o.entityCategory, c != "config" || p["command_topic"] != nil { p["entity_category"] = .string(c) }
+            if let n = own?.name { p["name"] = .string(n) }
+            out[i].payload = .object(p)
+        }
+        return out
+    }
+
     public func entries(adapter: String, name: String, device d: DeviceDescriptor) -> [Entry] {
         let node = nodeID(adapter: adapter, deviceID: d.id)
         let stateTopic = scheme.device(adapter: adapter, name: name)

@@ -38,6 +38,12 @@ public protocol InboundDirectory {
     func isMirror(_ adapter: String) -> Bool?
     func device(_ adapter: String, named name: String) -> (id: String, descriptor: DeviceDescriptor, name: String)?
     var adapterIDs: [String] { get }
+    /// Why no device has this name any more (renamed, disabled), or nil.
+    func retired(_ adapter: String, named name: String) -> String?
+}
+
+extension InboundDirectory {
+    public func retired(_ adapter: String, named name: String) -> String? { nil }
 }
 
 public struct InboundRouter: Sendable {
@@ -182,6 +188,11 @@ public struct InboundRouter: Sendable {
                            transaction: transaction, resultTopic: transaction == nil ? nil : resultTopic, replyTo: replyTo)
         }
         guard directory.device(adapter, named: device) != nil else {
+            // A name a device had (renamed, disabled): refused at once, saying where it went.
+            if let why = directory.retired(adapter, named: device) {
+                return .reject("device '\(device)' of adapter '\(adapter)' \(why)", topic: topic, transaction: transaction,
+                               resultTopic: transaction == nil ? nil : resultTopic ?? scheme.result(adapter: adapter, name: device), replyTo: replyTo)
+            }
             return .unknownDevice(adapter: adapter, "unknown device '\(device)' for adapter '\(adapter)'", topic: topic, transaction: transaction,
                                   resultTopic: resultTopic ?? scheme.result(adapter: adapter, name: device), replyTo: replyTo)
         }

@@ -21,6 +21,8 @@ public struct InboundMessage: Sendable, Equatable {
     /// MQTT v5: the sender's Response Topic and Correlation Data (nil without a Response Topic, and always
     /// under 3.1.1).
     public var replyTo: ReplyTo?
+    /// Handed over by the operator console (`BridgeEngine.submit`), not received from the broker.
+    public var fromConsole = false
 
     public init(topic: String, payload: [UInt8], retain: Bool = false, qos: Int = 1, userProperties: [String: String] = [:],
                 receivedAt: Date = Date(), oversize: Int? = nil, replyTo: ReplyTo? = nil) {

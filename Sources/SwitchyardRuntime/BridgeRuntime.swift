@@ -10,6 +10,7 @@ import Logging
 import ServiceLifecycle
 import SwitchyardConfig
 import SwitchyardCore
+import SwitchyardManage
 import SwitchyardMQTT
 import SwitchyardWeb
 import UnixSignals
@@ -77,18 +78,11 @@ public enum BridgeRuntime {
                            logger: Logger(label: "switchyard.web"), listening: consoleListening)
         }
         if let feed { await engine.observe(feed) }
-        let current = ConfigBox(config)
         let notifier = SystemdNotifier()
         await engine.setInfo(info(config))
-        if let configPath {
-            // The engine keeps the reloader: a strong capture of the engine, or of the console (which holds
-            // the engine), would keep them and the transport alive for good.
-            await engine.setReloader { [weak engine, weak console] in
-                guard let engine else { throw AdapterError("config reload is not available: the bridge has stopped") }
-                return try await reload(path: configPath, upstreams: upstreams, current: current, engine: engine, console: console,
-                                        logger: logger, notifier: notifier)
-            }
-        }
+        // Reloads and management requests, one at a time, through the config's manager (Management.swift).
+        await manage(config: config, configPath: configPath, upstreams: upstreams, engine: engine, console: console,
+                                   logger: logger, notifier: notifier)
         var services: [any Service] = [TransportService(transport: transport),
                                        EngineService(engine: engine, adapters: config.upstreams.map { $0.makeAdapter() }, notifier: notifier)]
         if configPath != nil && reloadOnHangup { services.append(ReloadOnHangupService(engine: engine)) }
@@ -133,49 +127,6 @@ public enum BridgeRuntime {
             gracefulShutdownSignals: [.sigterm, .sigint] + (reloadOnHangup ? [] : [.sighup]),
             logger: logger))
         try await group.run()
-    }
-
-    static func reload(path: String, upstreams: [any Upstream], current: ConfigBox, engine: BridgeEngine, console: ConsoleService?,
-                       logger: Logger, notifier: SystemdNotifier) async throws -> JSONValue {
-        notifier.notify("RELOADING=1")
-        defer { notifier.notify("READY=1") }
-        let new: SwitchyardConfig
-        do {
-            new = try SwitchyardConfig.load(path: path, upstreams: upstreams)
-        } catch {
-            throw AdapterError("config/reload: the new config is invalid, the old one keeps running: "
-                + error.problems.map(\.description).joined(separator: "; "))
-        }
-        let old = current.value.withLock { $0 }
-        var restart: [String] = []
-        if new.mqtt != old.mqtt { restart.append("mqtt") }
-        if new.homeassistant != old.homeassistant { restart.append("homeassistant") }
-        if new.stateDir != old.stateDir { restart.append("state_dir") }
-        if new.log.format != old.log.format { restart.append("log.format") }
-        // A changed web section restarts the console alone; one disabled at start was never built.
-        if new.web != old.web {
-            if let console { console.apply(new.web) } else { restart.append("web") }
-        }
-        if let level = Logger.Level(rawValue: new.log.level) { SwitchyardLogHandler.applyConfigLevel(level) }
-        await engine.updateHealthInterval(new.healthInterval)
-        // Only what starts is built: an unchanged section keeps its running adapter, untouched.
-        var start: [any Adapter] = []
-        var restarted: [String] = []
-        for u in new.upstreams {
-            guard let before = old.upstream(u.key) else { start.append(u.makeAdapter()); continue }
-            if u.needsRestart(from: before) {
-                start.append(u.makeAdapter())
-                restarted.append(u.key)
-            }
-        }
-        let removed = Set(old.upstreams.map(\.key)).subtracting(new.upstreams.map(\.key))
-        await engine.replaceAdapters(start: start, remove: removed)
-        current.value.withLock { $0 = new }
-        await engine.setInfo(info(new, restartRequired: restart))
-        logger.info("config reloaded", metadata: ["restart_required": "\(restart)", "adapters_restarted": "\(restarted)"])
-        return ["reloaded": true, "restart_required": .array(restart.map(JSONValue.string)),
-                "adapters_restarted": .array(restarted.map(JSONValue.string)),
-                "adapters_removed": .array(removed.sorted().map(JSONValue.string))]
     }
 }
 
@@ -238,10 +189,4 @@ struct WatchdogService: Service {
             if await engine.isAlive() { notifier.notify("WATCHDOG=1") }
         }
     }
-}
-
-/// The config in force, shared with the reload handler.
-final class ConfigBox: Sendable {
-    let value: Locked<SwitchyardConfig>
-    init(_ c: SwitchyardConfig) { value = Locked(c) }
 }

@@ -231,14 +231,10 @@ actor StandbyCoordinator {
         await engine.setHealthExtra(["standby": standbyInfo()])
         await engine.announce(event: "takeover", ["from": from.map(JSONValue.string) ?? .null, "to": .string(group.instance),
                                                   "reason": .string(reason), "gap_ms": .number((gap * 1000).rounded())])
-        if let configPath {
-            let current = ConfigBox(config), upstreams = self.upstreams, logger = self.logger, notifier = self.notifier
-            await engine.setReloader { [weak engine] in
-                guard let engine else { throw AdapterError("config reload is not available: the bridge has stopped") }
-                return try await BridgeRuntime.reload(path: configPath, upstreams: upstreams, current: current, engine: engine, console: nil,
-                                                      logger: logger, notifier: notifier)
-            }
-        }
+        // Reloads and management requests, as a lone bridge has them (Management.swift); a later takeover
+        // reads the file again, so what a change wrote holds across phases.
+        await BridgeRuntime.manage(config: config, configPath: configPath, upstreams: upstreams, engine: engine, console: nil,
+                                   logger: logger, notifier: notifier)
         view.current = engine
         updateView()
         let keepalive = Double(config.mqtt.keepalive)

@@ -305,6 +305,7 @@ final class ConsoleClient: Sendable {
             var out: [String: JSONValue] = ["status": answer["status"] ?? "error"]
             if let e = answer["error"] { out["error"] = e }
             if let d = answer["data"] { out["data"] = d }
+            if let d = answer["details"] { out["details"] = d }
             return .object(out)
         }
     }

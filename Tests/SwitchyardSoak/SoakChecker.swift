@@ -23,6 +23,13 @@ actor SoakChecker {
     var samples: [(t: Double, threads: Double, fds: Double, rss: Double)] = []
     var counts = (messages: 0, errorsProvoked: 0, removals: 0, lostWithBroker: 0, resultsError: 0)
     var console = ConsoleWatch()
+    var management = ManagementWatch()
+    /// `label` of each device's details (`bridge/devices/<adapter>/<name>`), by `adapter/name`.
+    var labels: [String: String] = [:]
+    /// Device topics whose retained state was cleared (an empty payload), by `adapter/name`.
+    var cleared: Set<String> = []
+    /// Responses to the schedule's management requests, by their transaction (`m…`).
+    var responses: [String: String] = [:]
 
     init(base: String, started: Date, say: @escaping @Sendable (String) -> Void) {
         self.base = base
@@ -58,14 +65,24 @@ actor SoakChecker {
         } else if rel == "bridge/health" {
             if let b = outcomes.health(payload) { breach(b) }
         } else if rel == "bridge/event" {
+            if let b = management.event(payload) { breach(b) }
             guard let j = try? JSONValue.parse(payload), j["type"] == "device_removed",
                   case .string(let adapter)? = j["data"]?["adapter"], case .string(let name)? = j["data"]?["name"] else { return }
             counts.removals += 1
             if !removable.contains("\(adapter)/\(name)") {
                 breach("\(adapter)/\(name) removed although its upstream still lists it (\(j["data"]?["reason"]?.stringValue ?? ""))")
             }
+        } else if rel.hasPrefix("bridge/response/") {
+            if let j = try? JSONValue.parse(payload), case .string(let t)? = j["transaction"], t.hasPrefix("m") { responses[t] = m.payload }
+        } else if rel.hasPrefix("bridge/devices/") {
+            let device = String(rel.dropFirst("bridge/devices/".count))
+            labels[device] = (try? JSONValue.parse(payload))?["label"]?.stringValue
         } else if !m.payload.isEmpty, !rel.hasPrefix("bridge/") {
             states.insert(rel)
+            cleared.remove(rel)
+        } else if m.payload.isEmpty, !rel.hasPrefix("bridge/"), m.retain || states.contains(rel) {
+            states.remove(rel)
+            cleared.insert(rel)
         }
     }
 
@@ -91,6 +108,17 @@ actor SoakChecker {
         }
         breach("unprovoked error on bridge/log: \(message) \(j["topic"]?.stringValue ?? "")")
     }
+
+    // MARK: management
+
+    func expectRename(adapter: String, from: String, to: String) { management.expectRename(adapter: adapter, from: from, to: to) }
+    func expectChange() { management.expectChange() }
+    func watching(_ devices: Set<String>) { management.watched = devices }
+    func label(_ device: String) -> String? { labels[device] }
+    func isCleared(_ rel: String) -> Bool { cleared.contains(rel) }
+    func response(_ transaction: String) -> String? { responses[transaction] }
+    /// Renames asked for that never showed (checked at the end).
+    func checkManagement() { for r in management.unmet { breach("a rename asked for never showed on bridge/event: \(r)") } }
 
     func faultBegins(_ key: String, _ what: String) {
         windows[key, default: []].append((now, nil))

@@ -22,6 +22,9 @@ public struct SoakOptions: Sendable {
     /// The LAN lights leave (the LAN peer stops) for `offline_after` + 10 s, then come back.
     public var lanLeaveEvery: Double
     public var lanOfflineAfter: Int
+    /// Management requests (docs/topics.md "Management"): a sensor renamed and back, a light's label set and
+    /// removed, each checked on the broker, nothing else disturbed.
+    public var manageEvery: Double = 60
     public var sampleEvery = 2.0
     /// A command unanswered this long is a breach.
     public var answerWithin = 60.0
@@ -31,7 +34,7 @@ public struct SoakOptions: Sendable {
     /// The schedule of a long run (an hour: 120 reloads, 40 broker restarts, 60 outages, 30 LAN departures).
     public static func long(minutes: Double) -> SoakOptions {
         SoakOptions(minutes: minutes, reloadEvery: 30, brokerRestartEvery: 90, outageEvery: 60, outageLength: 10, lanLeaveEvery: 120,
-                    lanOfflineAfter: 20)
+                    lanOfflineAfter: 20, manageEvery: 75)
     }
 
     public func with(say: @escaping @Sendable (String) -> Void) -> SoakOptions {
@@ -43,7 +46,7 @@ public struct SoakOptions: Sendable {
     /// The same, compressed into about three minutes for `make test`: every kind of event at least twice.
     public static func short(minutes: Double = 3) -> SoakOptions {
         SoakOptions(minutes: minutes, reloadEvery: 15, brokerRestartEvery: 55, outageEvery: 20, outageLength: 5, lanLeaveEvery: 75,
-                    lanOfflineAfter: 8)
+                    lanOfflineAfter: 8, manageEvery: 40)
     }
 }
 
@@ -124,8 +127,8 @@ public enum SoakRun {
         // The page opens once; the first states on MQTT do not say the console is listening yet.
         try await PageClient.waitForListener(port: webPort)
         let console = Task { await Self.console(port: webPort, token: webToken, checker: checker, until: end) }
-        var next = (reload: o.reloadEvery, broker: o.brokerRestartEvery, outage: o.outageEvery, lan: o.lanLeaveEvery)
-        var counts = (reload: 0, broker: 0, outage: 0, lan: 0)
+        var next = (reload: o.reloadEvery, broker: o.brokerRestartEvery, outage: o.outageEvery, lan: o.lanLeaveEvery, manage: o.manageEvery)
+        var counts = (reload: 0, broker: 0, outage: 0, lan: 0, manage: 0)
         let t0 = Date()
         func now() -> Double { Date().timeIntervalSince(t0) }
         while Date() < end, bridge.isRunning {
@@ -181,6 +184,11 @@ public enum SoakRun {
                 // An adapter retries on its own back-off (up to a poll interval and more): its errors are
                 // the outage's until it has had time to recover.
                 await checker.faultEnds(which, grace: 45)
+            } else if t >= next.manage {
+                next.manage += o.manageEvery
+                counts.manage += 1
+                await checker.event("management \(counts.manage): virtual/outside renamed and back, virtual/kitchen's label set and removed")
+                await Self.manage(probe: probe, base: base, checker: checker, round: counts.manage)
             } else if t >= next.lan {
                 next.lan += o.lanLeaveEvery
                 counts.lan += 1
@@ -210,6 +218,7 @@ public enum SoakRun {
         try? await waitUntil("the last results", timeout: o.answerWithin) { await checker.openCommands == 0 }
         await checker.checkOverdue(olderThan: 0)
         await checker.checkAvailabilityExpectations(final: true)
+        await checker.checkManagement()
         bridge.signal(SIGTERM)
         _ = await bridge.wait(timeout: 20)
         feed.finish()
@@ -223,8 +232,70 @@ public enum SoakRun {
             .init(name: "broker restarts (half kill -9)", value: Double(counts.broker), unit: ""),
             .init(name: "upstream outages", value: Double(counts.outage), unit: ""),
             .init(name: "LAN departures", value: Double(counts.lan), unit: ""),
+            .init(name: "management rounds (4 changes each)", value: Double(counts.manage), unit: ""),
         ], at: 0)
         return report
+    }
+
+    /// One round of management: `virtual/outside` (a sensor no command targets) renamed and back, and
+    /// `virtual/kitchen`'s label set and removed, each asked for over MQTT and checked on the broker (the new
+    /// topic's state, the old one cleared, the details' label), with the checker expecting exactly those
+    /// renames and changes and no device coming or going meanwhile. A change refused as a conflict (the soak
+    /// rewrote the file for a reload the bridge has not read yet) is asked again a second later.
+    static func manage(probe: MQTTProbe, base: String, checker: SoakChecker, round: Int) async {
+        var k = 0
+        func ask(_ path: String, _ body: String) async -> Bool {
+            for _ in 0..<5 {
+                k += 1
+                let transaction = "m\(round)-\(k)"
+                var b = body
+                b.removeLast()
+                b += #", "transaction": "\#(transaction)"}"#
+                probe.publish("\(base)/bridge/request/\(path)", b)
+                // The checker reads the probe's stream: the response is taken from it.
+                guard (try? await waitUntil("\(path)'s response", timeout: 30, { await checker.response(transaction) != nil })) != nil,
+                      let payload = await checker.response(transaction) else {
+                    await checker.breach("management: no answer to \(path) \(body)")
+                    return false
+                }
+                if payload.contains(#""status":"ok""#) { return true }
+                if payload.contains(#""kind":"conflict""#) {
+                    try? await Task.sleep(for: .seconds(1))
+                    continue
+                }
+                await checker.breach("management: \(path) \(body) refused: \(payload)")
+                return false
+            }
+            await checker.breach("management: \(path) \(body) refused as a conflict five times")
+            return false
+        }
+        func until(_ what: String, _ condition: @escaping @Sendable () async -> Bool) async {
+            do { try await waitUntil(what, timeout: 15, condition) } catch { await checker.breach("management: \(what) did not happen") }
+        }
+        await checker.watching(["virtual/outside", "virtual/outside_m", "virtual/kitchen"])
+        await managementRound(ask: ask, until: until, checker: checker, round: round)
+        await checker.watching([])
+    }
+
+    static func managementRound(ask: (String, String) async -> Bool, until: (String, @escaping @Sendable () async -> Bool) async -> Void,
+                                checker: SoakChecker, round: Int) async {
+        for (from, to) in [("outside", "outside_m"), ("outside_m", "outside")] {
+            await checker.expectRename(adapter: "virtual", from: from, to: to)
+            await checker.expectChange()
+            guard await ask("device/rename", #"{"adapter": "virtual", "device": "\#(from)", "to": "\#(to)"}"#) else { return }
+            await until("virtual/\(to)'s state and virtual/\(from)'s cleared") {
+                let there = await checker.hasState("virtual/\(to)")
+                let gone = await checker.isCleared("virtual/\(from)")
+                return there && gone
+            }
+        }
+        for label in ["Soak kitchen \(round)", nil] {
+            await checker.expectChange()
+            let value = label.map { #""\#($0)""# } ?? "null"
+            guard await ask("device/options", #"{"adapter": "virtual", "device": "kitchen", "options": {"label": \#(value)}}"#) else { return }
+            let want = label ?? "Kitchen"
+            await until("virtual/kitchen's label '\(want)'") { await checker.label("virtual/kitchen") == want }
+        }
     }
 
     /// Steady commands, each with a transaction, over every adapter that takes commands (and one unknown

@@ -129,3 +129,42 @@ public func slope(_ samples: [(x: Double, y: Double)]) -> Double {
     guard sxx > 0 else { return 0 }
     return samples.map { ($0.x - mx) * ($0.y - my) }.reduce(0, +) / sxx
 }
+
+/// Management changes (docs/topics.md "Management") disturb nothing but what they change: every
+/// `device_renamed` on `bridge/event` is one the schedule asked for, in its order; every `config_changed` is
+/// one of its requests; no device a change is about (`watched`, `adapter/name`) is added or removed while it is
+/// made (a rename is no removal). What was asked for and never seen is `unmet`.
+public struct ManagementWatch: Sendable {
+    /// Renames asked for and not seen yet, `adapter/from→adapter/to`, in order.
+    public private(set) var expected: [String] = []
+    /// `config_changed` events the schedule's requests may still make.
+    public private(set) var changesAllowed = 0
+    /// The devices a change being made is about: they must neither come nor go meanwhile.
+    public var watched: Set<String> = []
+
+    public init() {}
+
+    public mutating func expectRename(adapter: String, from: String, to: String) { expected.append("\(adapter)/\(from)→\(adapter)/\(to)") }
+    public mutating func expectChange() { changesAllowed += 1 }
+
+    /// A `bridge/event` payload; the breach it is, if any.
+    public mutating func event(_ payload: [UInt8]) -> String? {
+        guard let j = try? JSONValue.parse(payload), case .string(let type)? = j["type"] else { return nil }
+        let d = j["data"]
+        switch type {
+        case "device_renamed":
+            let key = "\(d?["adapter"]?.stringValue ?? "?")/\(d?["from"]?.stringValue ?? "?")→\(d?["adapter"]?.stringValue ?? "?")/\(d?["to"]?.stringValue ?? "?")"
+            guard expected.first == key else { return "a rename nobody asked for: \(key) (expected: \(expected.first ?? "none"))" }
+            expected.removeFirst()
+        case "config_changed":
+            guard changesAllowed > 0 else { return "a config change nobody asked for: \(d?["request"]?.stringValue ?? "?") \(d?["paths"].map { "\($0)" } ?? "")" }
+            changesAllowed -= 1
+        case "device_added", "device_removed":
+            if watched.contains("\(d?["adapter"]?.stringValue ?? "?")/\(d?["name"]?.stringValue ?? "?")") { return "\(type) \(d?["adapter"]?.stringValue ?? "?")/\(d?["name"]?.stringValue ?? "?") while a management change was made" }
+        default: break
+        }
+        return nil
+    }
+
+    public var unmet: [String] { expected }
+}

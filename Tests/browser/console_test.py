@@ -23,6 +23,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select
 
 ARGS = None
 FAILURES = []
@@ -126,7 +127,8 @@ def run(driver):
     base = ARGS.base
     driver.get(ARGS.url + "/")
     # Under a proxy's prefix: the page's assets came from under it, and its WebSocket connected there.
-    wait(lambda: driver.find_element(By.ID, "link").text == "connected", "the page's WebSocket connected", timeout=30)
+    # "connected" until the bridge's first status, then its readiness: either says the WebSocket is up.
+    wait(lambda: re.match(r"(connected|ready|not ready)", driver.find_element(By.ID, "link").text), "the page's WebSocket connected", timeout=30)
     assets = [a for a in driver.execute_script("return performance.getEntriesByType('resource').map((e) => e.name)")
               if not a.startswith("data:")]
     check(assets and all(a.startswith(ARGS.url + "/") for a in assets), f"every asset under {ARGS.url}/: {assets}")
@@ -271,6 +273,121 @@ def run(driver):
     wait(lambda: driver.find_element(By.ID, "ha-count").text.startswith("1 of"), "one light entity")
     check(True, "the Home Assistant mirror's entities, filterable")
     shot(driver, "console-ha.png")
+
+    if ARGS.demo_config:
+        management(driver)
+
+
+def file_text():
+    with open(ARGS.demo_config, encoding="utf-8") as f:
+        return f.read()
+
+
+def press(driver, element):
+    """Clicks `element` once it is scrolled to the middle of the window (the page's header stays on top)."""
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+    element.click()
+
+
+def management(driver):
+    """Bridge -> Settings, a device's Options, Rename and Remove: each change shown as its diff before it is
+    applied, a refused value next to its key in check-config's words, a conflict when the file changed on disk."""
+    base = ARGS.base
+    driver.get(ARGS.url + "/#/bridge/settings")
+    level = wait(lambda: by_name(driver, "log level"), "the settings drawn from the bridge's schema", timeout=30)
+    form = driver.find_element(By.ID, "settings")
+    unnamed = [e.get_attribute("outerHTML")[:80] for e in form.find_elements(By.CSS_SELECTOR, "input, select, button") if not e.accessible_name]
+    check(not unnamed, f"every settings control has an accessible name {unnamed[:3]}")
+    legends = [e.text for e in form.find_elements(By.CSS_SELECTOR, "fieldset > legend")]
+    check({"log", "mqtt", "health", "lifx"} <= set(legends), f"grouped by section: {legends}")
+    about = by_name(driver, "health interval").find_element(By.XPATH, "following-sibling::span").text
+    check("default 60" in about and "range 1–86400" in about and "applied at once" in about, f"description, default, range, restart: {about!r}")
+    mqtt_about = by_name(driver, "mqtt keepalive").find_element(By.XPATH, "following-sibling::span").text
+    check("needs a restart of the bridge" in mqtt_about, f"what a change takes: {mqtt_about!r}")
+    token = by_name(driver, "lifx token")
+    check(token.get_attribute("type") == "password" and token.get_attribute("value") == "" and token.get_attribute("placeholder") == "***"
+          and "demo-token" not in driver.page_source, "a secret shows as *** and is never in the page")
+    shot(driver, "console-settings.png")
+
+    # A refused value: next to its key, in check-config's words; nothing written.
+    before = file_text()
+    box = by_name(driver, "health interval")
+    was = box.get_attribute("value")
+    box.clear()
+    box.send_keys("0")
+    press(driver, by_name(driver, "save settings"))
+    error = wait(lambda: by_name(driver, "health interval error").text, "the refusal next to health interval")
+    check("health.interval: 0 is out of range 1–86400" in error and error.startswith(ARGS.demo_config + ":"),
+          f"check-config's words, with the file's position: {error!r}")
+    check(file_text() == before, "a refused value wrote nothing")
+
+    # The log level: the diff first, nothing written until Apply.
+    box.clear()
+    box.send_keys(was)
+    Select(level).select_by_value("debug")
+    press(driver, by_name(driver, "save settings"))
+    diff = wait(lambda: by_name(driver, "settings diff").text, "the diff before it is applied")
+    cleared = driver.find_element(By.CSS_SELECTOR, '[aria-label="health interval error"]').get_attribute("textContent") == ""
+    check("+" in diff and "level: debug" in diff and cleared, f"the exact diff, the earlier refusal gone: {diff!r}")
+    check(file_text() == before, "nothing written before Apply")
+    press(driver, by_name(driver, "settings apply"))
+    wait(lambda: "Applied" in by_name(driver, "settings result").text, "applied")
+    check("level: debug" in file_text(), "the level written into the demo's config")
+    wait(lambda: json.loads(retained(f"{base}/bridge/info"))["config"]["log"]["level"] == "debug", "bridge/info says the new level")
+    check(True, "the settings page planned, showed and applied a change")
+
+    # A conflict: the file changes on disk between the plan and Apply.
+    driver.get(ARGS.url + "/#/bridge")
+    driver.get(ARGS.url + "/#/bridge/settings")
+    box = wait(lambda: by_name(driver, "health interval"), "the settings again")
+    box.clear()
+    box.send_keys("45")
+    press(driver, by_name(driver, "save settings"))
+    wait(lambda: by_name(driver, "settings diff").text, "the plan")
+    edited = file_text() + "# edited by hand meanwhile\n"
+    with open(ARGS.demo_config, "w", encoding="utf-8") as f:
+        f.write(edited)
+    press(driver, by_name(driver, "settings apply"))
+    error = wait(lambda: by_name(driver, "settings error").text, "the conflict shown")
+    check("changed on disk since the bridge read it" in error, f"the conflict in words: {error!r}")
+    check(file_text() == edited, "a conflict wrote nothing")
+    publish(f"{base}/bridge/request/config/reload", "{}")
+    time.sleep(1)
+
+    # A device's options: the kitchen's state stops being retained.
+    driver.get(ARGS.url + "/#/device/virtual/kitchen")
+    retain = wait(lambda: by_name(driver, "kitchen retain"), "the kitchen's options", timeout=30)
+    check(retain.is_selected() and by_name(driver, "kitchen debounce") is not None, "the options form, by name")
+    press(driver, retain)
+    press(driver, by_name(driver, "kitchen options save"))
+    diff = wait(lambda: by_name(driver, "kitchen options diff").text, "the options' diff")
+    check("retain: false" in diff, f"the diff says retain: false: {diff!r}")
+    press(driver, by_name(driver, "kitchen options apply"))
+    wait(lambda: "Applied" in by_name(driver, "kitchen options result").text, "the options applied")
+    wait(lambda: retained(f"{base}/virtual/kitchen") == "", "kitchen's state no longer retained on the broker", timeout=30)
+    check(True, "retain: false did what it says on the broker")
+
+    # Rename: the desk becomes study_lamp; the page follows it; the old topics are empty.
+    driver.get(ARGS.url + "/#/device/lifx/desk")
+    box = wait(lambda: by_name(driver, "desk rename"), "the rename form", timeout=30)
+    box.clear()
+    box.send_keys("study_lamp")
+    press(driver, by_name(driver, "desk rename save"))
+    diff = wait(lambda: by_name(driver, "desk rename diff").text, "the rename's diff")
+    check("name: study_lamp" in diff, f"the diff writes the name: {diff!r}")
+    press(driver, by_name(driver, "desk rename apply"))
+    wait(lambda: driver.find_element(By.ID, "device-title").text.startswith("study_lamp"), "the page follows the new name", timeout=30)
+    wait(lambda: retained(f"{base}/lifx/study_lamp") != "" and retained(f"{base}/lifx/desk") == "", "new topic set, old one empty", timeout=30)
+    check(True, "renamed from the device page")
+
+    # Remove: the fan leaves the demo's config.
+    driver.get(ARGS.url + "/#/device/virtual/fan")
+    press(driver, wait(lambda: by_name(driver, "fan remove"), "the remove form", timeout=30))
+    diff = wait(lambda: by_name(driver, "fan remove diff").text, "the removal's diff")
+    check("name: fan" in diff and "-" in diff, f"the diff removes the fan: {diff!r}")
+    press(driver, by_name(driver, "fan remove apply"))
+    wait(lambda: retained(f"{base}/bridge/devices/virtual/fan") == "", "the fan is gone from the broker", timeout=30)
+    check("name: fan" not in file_text(), "the fan left the config file")
 
 
 def metrics():

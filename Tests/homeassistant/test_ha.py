@@ -3,6 +3,7 @@ reads what the bridge announces, per device and per entity, migrates an install 
 has every entity of a thousand lights available after a fresh start and after a restart."""
 
 import datetime
+import json
 import os
 import sys
 import time
@@ -135,6 +136,55 @@ class MigrationTests(unittest.TestCase):
             history = s.ha.history(light, since)
             first = datetime.datetime.fromisoformat(history[0]["last_changed"])
             self.assertLess(first, migrated_at, history[:3])
+            self.assertEqual(s.problems(), [])
+        finally:
+            s.close()
+
+
+class RenameTests(unittest.TestCase):
+    """Issue 36: a device renamed over MQTT (`device/rename`) is the same entity in Home Assistant (same
+    unique_id, same entity id) under its new name, its old topics empty; with `homeassistant_rename` its
+    entity id follows the new name, still the same unique_id."""
+
+    def rename(self, s, device, to, anew=False):
+        tx = f"rename-{device}"
+        s.watch.publish(f"{BASE}/bridge/request/device/rename",
+                        json.dumps({"adapter": "virtual", "device": device, "to": to, "homeassistant_rename": anew, "transaction": tx}))
+
+        def answered():
+            r = s.watch.snapshot().get(f"{BASE}/bridge/response/device/rename")
+            return r and json.loads(r).get("transaction") == tx and json.loads(r)
+        answer = wait_until(f"the answer to renaming {device}", answered)
+        self.assertEqual(answer["status"], "ok", answer)
+
+    def test_a_renamed_device_keeps_its_entity(self):
+        s = Setup("rename")
+        try:
+            s.bridge = Bridge(s.dir, s.broker.port, BASE, "device", lights=3)
+            expected = s.announced()
+            s.ha.start()
+            before = s.wait_available(expected)
+            kept, anew = f"{NODE}virtual_l0_light", f"{NODE}virtual_l1_light"
+            self.assertEqual(s.ha.states()[before[kept]]["attributes"]["friendly_name"], "L0")
+
+            self.rename(s, "l0", "desk_lamp")
+            self.rename(s, "l1", "reading_lamp", anew=True)
+
+            def renamed():
+                registry, states = s.ours(), s.ha.states()
+                if registry.get(kept) != before[kept] or registry.get(anew) != "light.reading_lamp":
+                    return False
+                one, two = states.get(registry[kept]), states.get(registry[anew])
+                return (one and two and one["attributes"].get("friendly_name") == "Desk lamp"
+                        and two["attributes"].get("friendly_name") == "Reading lamp"
+                        and one["state"] != "unavailable" and two["state"] != "unavailable")
+            wait_until("the same entities under their new names", renamed)
+            # Nothing else: the same unique_ids, no entity left over or added.
+            self.assertEqual(set(s.ours()), set(before))
+            snap = s.watch.snapshot()
+            for old in ["l0", "l1"]:
+                for topic in [f"{BASE}/virtual/{old}", f"{BASE}/virtual/{old}/availability", f"{BASE}/bridge/devices/virtual/{old}"]:
+                    self.assertFalse(snap.get(topic), f"{topic} is not empty")
             self.assertEqual(s.problems(), [])
         finally:
             s.close()

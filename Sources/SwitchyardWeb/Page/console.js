@@ -91,6 +91,7 @@ function receive(m) {
       break;
     case 'synced':
       S.synced = true;
+      if (route().view === 'settings' && !settingsDrawn) renderSettings();
       if (S.status) renderStatus(); else link('connected');
       break;
     case 'm':
@@ -135,7 +136,12 @@ function message(topic, payload) {
 }
 
 function bridgeMessage(leaf, payload) {
-  if (leaf === 'info') { S.info = payload == null ? null : parse(payload); renderBridge(); }
+  if (leaf === 'info') {
+    S.info = payload == null ? null : parse(payload);
+    renderBridge();
+    // A settings form drawn before the config was known is drawn again with it (never one being edited).
+    if (route().view === 'settings' && !settingsDrawn) renderSettings();
+  }
   else if (leaf === 'health') { S.health = payload == null ? null : parse(payload); renderBridge(); }
   else if (leaf === 'devices') {
     S.list = payload == null ? [] : parse(payload);
@@ -499,16 +505,22 @@ function renderDevicePage(rebuild) {
     el('h3', { text: 'State' }), el('pre', { id: 'device-state', text: JSON.stringify(s, null, 2) }),
     el('h3', { text: 'Capabilities' }), caps,
     el('h3', { text: 'Topics' }), ...lines.map(([l]) => copyLine(l)),
-    el('h3', { text: 'Home Assistant discovery' }), el('div', { id: 'discovery', text: 'asking the bridge…' }));
+    el('h3', { text: 'Home Assistant discovery' }), el('div', { id: 'discovery', text: 'asking the bridge…' }),
+    el('h3', { text: 'Options' }), el('div', { id: 'device-options', class: 'manage', text: 'asking the bridge for its schema…' }),
+    el('h3', { text: 'Rename' }), renameForm(d),
+    el('h3', { text: 'Remove' }), removeForm(d));
+  optionsForm(d, $('device-options'));
   for (const u of deviceUpdates) u(s);
-  askDiscovery({ adapter: d.adapter, device_id: d.id, tries: 0 });
+  discoveryTries = 0;
+  askDiscovery();
 }
 
-/// Asks for the device's discovery configs; while none is announced yet (a start announces a device once its
-/// adapter has listed and the bridge has read the broker's configs), asks again every 2 s for a minute.
-function askDiscovery(ask) {
-  S.discAsk = ask;
-  send({ t: 'disc', id: ++S.nextId, adapter: ask.adapter, device_id: ask.device_id });
+let discoveryTries = 0;
+
+/// The device page's discovery configs, from the bridge's retained store.
+function askDiscovery() {
+  const d = S.list.find((x) => `${x.adapter}/${x.name}` === devicePageKey);
+  if (d) send({ t: 'disc', id: ++S.nextId, adapter: d.adapter, device_id: d.id });
 }
 
 function brokerArgs() {
@@ -533,9 +545,10 @@ function renderDiscovery(configs) {
   const box = $('discovery');
   if (!box) return;
   if (!configs.length) {
-    box.textContent = 'Nothing announced (discovery is off, or this device has no entity, or not yet).';
-    const ask = S.discAsk;
-    if (ask && ask.tries < 30) setTimeout(() => { if (S.discAsk === ask && $('discovery')) askDiscovery({ ...ask, tries: ask.tries + 1 }); }, 2000);
+    box.textContent = 'Nothing announced (discovery is off, or this device has no entity, or not yet: the bridge announces after its first listings).';
+    // Asked again a few times: a page opened right after a start asks before the bridge has announced.
+    const key = devicePageKey;
+    if (discoveryTries++ < 10) setTimeout(() => { if (devicePageKey === key && route().view === 'device') askDiscovery(); }, 3000);
     return;
   }
   box.replaceChildren(el('table', {},
@@ -549,6 +562,241 @@ function renderDiscovery(configs) {
         el('td', { text: c.default_entity_id ?? `${component}.${c.object_id ?? ''}` }),
         el('td', { text: c.name ?? device?.name ?? '' }), el('td', { text: c.unique_id ?? '' }), el('td', { text: topic })));
     }))));
+}
+
+
+// ---- management: settings, device options, rename, remove ----------------------------------------
+// Every change goes through the bridge's management requests (docs/topics.md "Management") in two steps:
+// its plan (the exact diff of the config file) is shown with Apply and Cancel, and Apply makes exactly that
+// change (`plan_id`: refused as a conflict if the file changed meanwhile). Refusals appear next to the key
+// they are about, in check-config's words.
+
+let schema = null;
+
+/// The config's JSON Schema, asked once (`config/schema`).
+function withSchema(done) {
+  if (schema) { done(schema); return; }
+  command(`${S.base}/bridge/request/config/schema`, {}, (r) => {
+    if (r.status === 'ok') { schema = r.data; done(schema); } else done(null, r.error ?? r.status);
+  });
+}
+
+/// A key path as people and screen readers say it: `log.level` → "log level".
+const spokenPath = (path) => path.replaceAll('.', ' ').replaceAll('_', ' ');
+
+const restartWords = { none: 'applied at once', console: 'restarts the console', adapter: 'restarts its adapter', bridge: 'needs a restart of the bridge' };
+
+/// Where a form shows its errors: each problem next to its key (by key path), the rest under the form.
+function errorsOf(general) {
+  const byPath = new Map();
+  return {
+    add(path, p) { byPath.set(path, p); },
+    clear() { general.textContent = ''; for (const p of byPath.values()) p.textContent = ''; },
+    show(r) {
+      const problems = r.details?.problems ?? [];
+      let placed = false;
+      for (const pr of problems) {
+        const at = [...byPath.keys()].find((k) => pr.path === k || pr.path.endsWith('.' + k));
+        if (at) { byPath.get(at).textContent = pr.text ?? pr.message; placed = true; }
+      }
+      if (!placed) general.textContent = r.error ?? r.status;
+    },
+  };
+}
+
+/// A change's two steps in `box`: the plan asked for and shown, then Apply (or Cancel). `name` starts the
+/// accessible names of its controls ("settings apply", "kitchen options apply").
+function planned(box, name, path, body, errors, onDone) {
+  errors.clear();
+  box.replaceChildren(el('p', { class: 'note', text: 'asking the bridge for the change…' }));
+  command(`${S.base}/bridge/request/${path}`, { ...body, plan: true }, (r) => {
+    if (r.status !== 'ok') { box.replaceChildren(); errors.show(r); return; }
+    const d = r.data ?? {};
+    const apply = el('button', { type: 'button', 'aria-label': `${name} apply`, text: 'Apply', onclick: () => {
+      apply.disabled = true;
+      command(`${S.base}/bridge/request/${path}`, { ...body, plan_id: d.plan_id }, (c) => {
+        if (c.status !== 'ok') { box.replaceChildren(); errors.show(c); return; }
+        const restart = c.data?.restart_required ?? [];
+        box.replaceChildren(el('p', { class: 'note', role: 'status', 'aria-label': `${name} result`,
+          text: `Applied${c.data?.file ? `, written to ${c.data.file}` : ''}.${restart.length ? ` Restart the bridge for: ${restart.join(', ')}.` : ''}` }));
+        onDone?.(c);
+      });
+    } });
+    const cancel = el('button', { type: 'button', 'aria-label': `${name} cancel`, text: 'Cancel', onclick: () => box.replaceChildren() });
+    box.replaceChildren(
+      el('p', { class: 'note', text: d.file ? `The change to ${d.file}, before it is applied:` : 'Nothing is written to the file; applied to the running bridge:' }),
+      el('pre', { class: 'diff', 'aria-label': `${name} diff`, text: d.diff || '(no change to the file)' }),
+      el('div', { class: 'actions' }, apply, cancel));
+  });
+}
+
+/// One key's control: its input (by type), what the schema says of it, and where its error goes.
+function setting(path, prop, value, name, errors) {
+  let input;
+  const label = el('label', { text: path });
+  if (prop.enum) {
+    input = el('select', {}, ...prop.enum.map((v) => el('option', { value: v, text: v })));
+    input.value = value ?? prop.default ?? '';
+  } else if (prop.type === 'boolean') {
+    input = el('input', { type: 'checkbox' });
+    input.checked = value ?? prop.default ?? false;
+  } else if (prop.type === 'integer' || prop.type === 'number') {
+    input = el('input', { type: 'number', step: prop.type === 'integer' ? 1 : 'any', min: prop.minimum, max: prop.maximum });
+    input.value = value ?? prop.default ?? '';
+  } else if (prop['x-switchyard-secret']) {
+    // Never shown: `***` when set; typing a value replaces it.
+    input = el('input', { type: 'password', autocomplete: 'off', placeholder: value ? '***' : '' });
+  } else if (prop.type === 'array' || prop.oneOf) {
+    input = el('input', { type: 'text', spellcheck: 'false' });
+    input.value = JSON.stringify(value ?? prop.default ?? (prop.type === 'array' ? [] : null));
+  } else {
+    input = el('input', { type: 'text', spellcheck: 'false' });
+    input.value = value ?? '';
+  }
+  input.setAttribute('aria-label', name);
+  input.id = `setting-${name.replaceAll(' ', '-')}`;
+  label.setAttribute('for', input.id);
+  const initial = input.type === 'checkbox' ? input.checked : input.value;
+  const read = () => {
+    const now = input.type === 'checkbox' ? input.checked : input.value;
+    if (now === initial) return undefined;
+    if (input.type === 'checkbox') return now;
+    if (input.type === 'password') return now === '' ? undefined : now;
+    if (input.type === 'number') return now === '' ? null : Number(now);
+    if (prop.type === 'array' || prop.oneOf) { try { return JSON.parse(now); } catch { return now; } }
+    return now === '' ? null : now;
+  };
+  const bits = [prop.description ?? ''];
+  if (prop.default !== undefined) bits.push(`default ${JSON.stringify(prop.default)}`);
+  if (prop.minimum !== undefined || prop.maximum !== undefined) bits.push(`range ${prop.minimum ?? '…'}–${prop.maximum ?? '…'}`);
+  bits.push(restartWords[prop['x-switchyard-restart']] ?? '');
+  const error = el('p', { class: 'error', role: 'alert', 'aria-label': `${name} error` });
+  errors.add(path, error);
+  return { node: el('div', { class: 'setting', 'data-path': path }, label, input, el('span', { class: 'about', text: bits.filter(Boolean).join(' · ') }), error),
+           read, path };
+}
+
+/// Bridge → Settings: every section of the file the bridge reads (an upstream's only when configured), its
+/// keys with their description, default, range and what a change takes. Per-device options are on each
+/// device's page; lists and maps (devices, names) are edited in the file.
+let settingsDrawn = false;
+
+function renderSettings() {
+  const form = $('settings');
+  settingsDrawn = false;
+  form.replaceChildren(el('p', { class: 'note', text: 'asking the bridge for its schema…' }));
+  withSchema((sc, err) => {
+    if (!sc) { form.replaceChildren(el('p', { class: 'error', role: 'alert', text: `no schema: ${err}` })); return; }
+    const cfg = S.info?.config ?? {};
+    settingsDrawn = !!S.info;
+    const general = el('p', { class: 'error', role: 'alert', 'aria-label': 'settings error' });
+    const errors = errorsOf(general);
+    const fields = [];
+    const group = (node, prefix, values, depth) => {
+      const kids = [];
+      for (const key of node['x-switchyard-order'] ?? Object.keys(node.properties ?? {})) {
+        const prop = node.properties[key];
+        const path = prefix ? `${prefix}.${key}` : key;
+        if (prop.type === 'object' && prop.properties && Object.keys(prop.properties).length) {
+          if (depth === 0 && key === 'devices') continue;
+          if (depth === 0 && !(key in cfg)) continue;
+          if (prop.additionalProperties && prop.additionalProperties !== false) continue;
+          kids.push(el('fieldset', { 'aria-label': `${spokenPath(path)} settings` }, el('legend', { text: path }),
+            prop.description ? el('p', { class: 'note', text: prop.description }) : null, ...group(prop, path, values?.[key] ?? {}, depth + 1)));
+        } else if (prop.type === 'object' || (prop.type === 'array' && prop.items?.type === 'object')) {
+          continue;
+        } else {
+          const f = setting(path, prop, values?.[key], spokenPath(path), errors);
+          fields.push(f);
+          kids.push(f.node);
+        }
+      }
+      return kids;
+    };
+    const sections = group(sc, '', cfg, 0);
+    const plan = el('div', { class: 'plan' });
+    const save = el('button', { type: 'submit', 'aria-label': 'save settings', text: 'Save' });
+    form.onsubmit = (e) => {
+      e.preventDefault();
+      const options = {};
+      for (const f of fields) { const v = f.read(); if (v !== undefined) options[f.path] = v; }
+      if (!Object.keys(options).length) { errors.clear(); plan.replaceChildren(el('p', { class: 'note', text: 'Nothing changed.' })); return; }
+      planned(plan, 'settings', 'options', { options }, errors);
+    };
+    form.replaceChildren(...sections, el('div', { class: 'actions' }, save), general, plan);
+  });
+}
+
+/// The device's per-device options (docs/topics.md "Per-device options"), as `device/options` sets them.
+function optionsForm(d, box) {
+  withSchema((sc, err) => {
+    const opts = sc?.properties?.devices?.properties?.[d.adapter]?.additionalProperties?.properties;
+    if (!opts) { box.textContent = sc ? 'This adapter has no per-device options.' : `no schema: ${err}`; return; }
+    const current = S.info?.config?.devices?.[d.adapter]?.[d.id] ?? {};
+    const general = el('p', { class: 'error', role: 'alert', 'aria-label': `${d.name} options error` });
+    const errors = errorsOf(general);
+    const fields = [];
+    const add = (node, prefix, values) => {
+      const out = [];
+      for (const key of node['x-switchyard-order'] ?? Object.keys(node.properties)) {
+        const prop = node.properties[key];
+        const path = prefix ? `${prefix}.${key}` : key;
+        if (path === 'name' || (prop.type === 'object' && prop.additionalProperties && prop.additionalProperties !== false)) continue;
+        if (prop.type === 'object') { out.push(...add(prop, path, values?.[key] ?? {})); continue; }
+        const f = setting(path, prop, values?.[key], `${d.name} ${spokenPath(path)}`, errors);
+        fields.push({ ...f, prop });
+        out.push(f.node);
+      }
+      return out;
+    };
+    const rows = add(sc.properties.devices.properties[d.adapter].additionalProperties, '', current);
+    const plan = el('div', { class: 'plan' });
+    const save = el('button', { type: 'button', 'aria-label': `${d.name} options save`, text: 'Save options', onclick: () => {
+      const options = {};
+      for (const f of fields) {
+        let v = f.read();
+        if (v === undefined) continue;
+        // Back to the bridge's own value: the option goes from the file.
+        if (JSON.stringify(v) === JSON.stringify(f.prop.default)) v = null;
+        const parts = f.path.split('.');
+        if (parts.length === 2) { options[parts[0]] = { ...(options[parts[0]] ?? {}), [parts[1]]: v }; } else options[f.path] = v;
+      }
+      if (!Object.keys(options).length) { plan.replaceChildren(el('p', { class: 'note', text: 'Nothing changed.' })); return; }
+      planned(plan, `${d.name} options`, 'device/options', { adapter: d.adapter, device: d.name, options }, errors);
+    } });
+    box.replaceChildren(...rows, el('div', { class: 'actions' }, save), general, plan);
+  });
+}
+
+/// Rename: new topics, the old ones cleared, the same Home Assistant entity (its ids too, if asked).
+function renameForm(d) {
+  const to = el('input', { type: 'text', 'aria-label': `${d.name} rename`, spellcheck: 'false', value: d.name });
+  const anew = el('input', { type: 'checkbox', 'aria-label': `${d.name} homeassistant rename` });
+  const general = el('p', { class: 'error', role: 'alert', 'aria-label': `${d.name} rename error` });
+  const errors = errorsOf(general);
+  errors.add('to', general);
+  const plan = el('div', { class: 'plan' });
+  const save = el('button', { type: 'button', 'aria-label': `${d.name} rename save`, text: 'Rename', onclick: () => {
+    planned(plan, `${d.name} rename`, 'device/rename', { adapter: d.adapter, device: d.name, to: to.value, homeassistant_rename: anew.checked }, errors,
+      (c) => { location.hash = `#/device/${d.adapter}/${c.data.to}`; });
+  } });
+  return el('div', { class: 'manage' },
+    el('div', { class: 'row' }, el('label', { text: 'New name' }), to, el('label', {}, anew, ' Home Assistant entity ids follow it'), save),
+    general, plan);
+}
+
+/// Remove: forgotten (topics cleared; a device the config defines leaves it), or blocked (disabled).
+function removeForm(d) {
+  const block = el('input', { type: 'checkbox', 'aria-label': `${d.name} block` });
+  const general = el('p', { class: 'error', role: 'alert', 'aria-label': `${d.name} remove error` });
+  const errors = errorsOf(general);
+  const plan = el('div', { class: 'plan' });
+  const go = el('button', { type: 'button', 'aria-label': `${d.name} remove`, text: 'Remove', onclick: () => {
+    planned(plan, `${d.name} remove`, 'device/remove', { adapter: d.adapter, device: d.name, block: block.checked }, errors,
+      () => { location.hash = '#/'; });
+  } });
+  return el('div', { class: 'manage' },
+    el('div', { class: 'row' }, el('label', {}, block, ' Block it (disabled until enabled again)'), go), general, plan);
 }
 
 // ---- the bridge ----------------------------------------------------------------------------------
@@ -649,18 +897,21 @@ function renderHA() {
 function route() {
   const h = location.hash.replace(/^#\/?/, '');
   if (h.startsWith('device/')) return { view: 'device', key: decodeURIComponent(h.slice(7)) };
+  if (h === 'bridge/settings') return { view: 'settings' };
   if (h === 'bridge' || h === 'log' || h === 'ha') return { view: h };
   return { view: 'devices' };
 }
 
 function show() {
   const r = route();
-  for (const v of ['devices', 'device', 'bridge', 'log', 'ha']) $(`view-${v}`).hidden = v !== r.view;
+  for (const v of ['devices', 'device', 'bridge', 'settings', 'log', 'ha']) $(`view-${v}`).hidden = v !== r.view;
   for (const v of ['devices', 'bridge', 'log', 'ha']) {
     const a = $(`nav-${v}`);
-    if ((r.view === v) || (v === 'devices' && r.view === 'device')) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+    if ((r.view === v) || (v === 'devices' && r.view === 'device') || (v === 'bridge' && r.view === 'settings')) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
   }
   if (r.view === 'device') renderDevicePage(true);
+  if (r.view === 'settings') renderSettings();
   if (r.view === 'ha') { S.haDirty = false; renderHA(); }
   subscribe();
 }

@@ -67,6 +67,8 @@ public actor ImpAdapter: Adapter {
     var http: (any HTTPTransport)?
     var context: AdapterContext?
     var states: [String: DeviceState] = [:]
+    /// Devices the user disabled: not polled (`setDisabled`).
+    var disabled: Set<String> = []
     /// Devices to read again a little after a reset or reboot; the run's task group does it.
     let followUps: AsyncStream<ImpSettings.Device>
     let followUpQueue: AsyncStream<ImpSettings.Device>.Continuation
@@ -180,6 +182,9 @@ public actor ImpAdapter: Adapter {
         for d in settings.devices { await poll(d) }
     }
 
+    /// A disabled device's agent is not asked anything until it is enabled again.
+    public func setDisabled(_ deviceIDs: Set<String>) async { disabled = deviceIDs }
+
     // MARK: polling
 
     func pollLoop(_ d: ImpSettings.Device, first: Double, phase: Double) async {
@@ -201,7 +206,7 @@ public actor ImpAdapter: Adapter {
     /// Detects the app if needed, reads the state, publishes. Returns the seconds until the next poll.
     @discardableResult
     func poll(_ d: ImpSettings.Device) async -> Double {
-        guard var s = states[d.name] else { return settings.pollInterval }
+        guard var s = states[d.name], !disabled.contains(d.name) else { return settings.pollInterval }
         do {
             if s.profile == nil {
                 let (profile, code, version) = try await detect(d)

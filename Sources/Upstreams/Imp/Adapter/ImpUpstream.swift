@@ -115,4 +115,8 @@ public struct ImpUpstream: Upstream {
     }
 
     public func makeAdapter(_ settings: ImpSettings) -> any Adapter { ImpAdapter(settings: settings) }
+
+    public func configEntry(ofDevice id: String, in s: ImpSettings) -> ConfigPath? {
+        s.devices.contains { $0.name == id } ? ConfigPath([.key(key), .key("devices"), .item(key: "name", equals: id)]) : nil
+    }
 }

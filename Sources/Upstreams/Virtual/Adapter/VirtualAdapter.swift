@@ -29,6 +29,8 @@ public actor VirtualAdapter: Adapter {
     let sensorInterval: Double
     let clock: any BridgeClock
     var states: [String: [String: JSONValue]] = [:]
+    /// Sensors the user disabled: no readings (`setDisabled`).
+    var disabled: Set<String> = []
 
     public init(devices: [Device], sensorInterval: Double, clock: any BridgeClock = SystemClock()) {
         self.devices = devices
@@ -99,7 +101,7 @@ public actor VirtualAdapter: Adapter {
             try await clock.sleep(seconds: sensorInterval)
             step += 1
             var readings: [DeviceReport] = []
-            for s in sensors {
+            for s in sensors where !disabled.contains(s.name) {
                 // A slow, deterministic drift: 21 °C ± 2.
                 let t = 21.0 + 2.0 * sin(Double(step) / 5.0 + Double(s.name.utf8.count))
                 states[s.name]?["temperature"] = .number(t)
@@ -108,6 +110,8 @@ public actor VirtualAdapter: Adapter {
             await context.report(readings)
         }
     }
+
+    public func setDisabled(_ deviceIDs: Set<String>) async { disabled = deviceIDs }
 
     public func perform(_ command: DeviceCommand, context: AdapterContext) async throws {
         guard var s = states[command.deviceID] else { throw AdapterError("device '\(command.deviceID)' is not known") }

@@ -31,5 +31,9 @@ public struct VirtualUpstream: Upstream {
         return out
     }
 
+    public func configEntry(ofDevice id: String, in s: Settings) -> ConfigPath? {
+        s.devices.contains { $0.name == id } ? ConfigPath([.key(key), .key("devices"), .item(key: "name", equals: id)]) : nil
+    }
+
     public func makeAdapter(_ s: Settings) -> any Adapter { VirtualAdapter(devices: s.devices, sensorInterval: s.sensorInterval) }
 }
