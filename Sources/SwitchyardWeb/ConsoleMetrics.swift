@@ -47,6 +47,9 @@ final class ConsoleMetrics: Sendable {
         "switchyard_web_clients_cut_total": "Console pages cut off (slow: not taking their frames; replies: answers waiting past their bound).",
         "switchyard_web_resyncs_total": "Console pages sent everything again after falling behind.",
         "switchyard_web_login_failures_total": "Wrong tokens given at the console's login form.",
+        "switchyard_standby_role": "Under hot standby: 1 for this instance's role now (standby, active), 0 for the other.",
+        "switchyard_standby_takeovers_total": "Under hot standby: times this instance took the bridge over.",
+        "switchyard_standby_instances": "Under hot standby: instances of the group this one knows of, by their role.",
         "switchyard_web_retained_topics": "Retained topics under the base topic in the transport's ledger, discovery configs left out.",
     ]
 
@@ -146,6 +149,13 @@ final class ConsoleMetrics: Sendable {
             gauge("switchyard_adapter_queue_bytes", l).set(Double(a.queuedBytes))
             total("switchyard_upstream_requests_total", l, a.requests)
             total("switchyard_upstream_errors_total", l, a.errors)
+        }
+        if let sb = e.standby {
+            for role in ["standby", "active"] { gauge("switchyard_standby_role", [("name", sb.instance), ("role", role)]).set(sb.role == role ? 1.0 : 0.0) }
+            total("switchyard_standby_takeovers_total", [("name", sb.instance)], sb.takeovers)
+            for role in ["standby", "active", "offline"] {
+                gauge("switchyard_standby_instances", [("role", role)]).set(Double(sb.group.values.filter { $0 == role }.count))
+            }
         }
         for (bound, n) in bounds { total("switchyard_bounds_hit_total", [("bound", bound)], n) }
         gauge("switchyard_web_clients").set(Double(clients))

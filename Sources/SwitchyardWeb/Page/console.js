@@ -830,6 +830,14 @@ function renderLive() {
     ['Uptime', live.uptime != null ? `${Math.round(live.uptime)} s` : '?'],
     ['Resident memory', live.rss_bytes ? `${(live.rss_bytes / 1048576).toFixed(1)} MB` : '?'],
     ...Object.entries(live.mqtt ?? {}).map(([k, v]) => [`mqtt ${k.replaceAll('_', ' ')}`, v])]);
+  // Under hot standby: every instance of the group with its role, this one marked.
+  const sb = live.standby;
+  $('instances-box').hidden = !sb;
+  if (sb) {
+    $('instance-table').tBodies[0].replaceChildren(...Object.entries(sb.group ?? {}).sort(([a], [b]) => a.localeCompare(b)).map(([name, role]) =>
+      el('tr', {}, el('td', { text: name === sb.instance ? `${name} (this instance, ${sb.takeovers} takeovers)` : name }),
+        el('td', { class: role === 'active' ? 'ok' : role === 'offline' ? 'bad' : 'warn', text: role }))));
+  }
   const limits = Object.entries(live.limits ?? {});
   facts($('limits'), limits.length ? limits : [['none', 'no bound has been hit']]);
 }
