@@ -77,6 +77,19 @@ public struct AdapterSnapshot: Sendable, Equatable {
     public var lastOK: Date?
     /// Bytes of commands waiting in its queue.
     public var queuedBytes: Int
+
+    public init(id: String, status: AdapterStatus, mirror: Bool = false, devices: Int, requests: Int, errors: Int, lastError: String?,
+                lastOK: Date?, queuedBytes: Int) {
+        self.id = id
+        self.status = status
+        self.mirror = mirror
+        self.devices = devices
+        self.requests = requests
+        self.errors = errors
+        self.lastError = lastError
+        self.lastOK = lastOK
+        self.queuedBytes = queuedBytes
+    }
 }
 
 /// The engine as the operator console sees it: what it reads (a snapshot, the bounds' counters, whether the

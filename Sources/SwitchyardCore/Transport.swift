@@ -268,7 +268,16 @@ public final class InMemoryTransport: MQTTTransport {
     public var released: Int { releasedCount.withLock { $0 } }
     public func release(_ message: InboundMessage) { releasedCount.withLock { $0 += 1 } }
     public func clear() { state.withLock { $0.published.removeAll() } }
-    public func inject(_ event: TransportEvent) { continuation.yield(event) }
+    /// Hands the engine an event as the broker's link would; a connect or a loss is also what `stats` says
+    /// of the link from then on.
+    public func inject(_ event: TransportEvent) {
+        switch event {
+        case .connected: state.withLock { $0.stats.connected = true }
+        case .disconnected: state.withLock { $0.stats.connected = false }
+        default: break
+        }
+        continuation.yield(event)
+    }
     public func finish() { continuation.finish() }
 }
 

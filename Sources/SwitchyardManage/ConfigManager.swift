@@ -68,7 +68,15 @@ public actor ConfigManager {
     public private(set) var config: SwitchyardConfig
     public let upstreams: [any Upstream]
     public let environment: [String: String]
-    public let schema: ConfigSchema
+    /// The config's JSON Schema, built the first time a request needs it (`config/schema`, a change): every
+    /// start would otherwise read every upstream's section once more for nothing.
+    public var schema: ConfigSchema {
+        if let builtSchema { return builtSchema }
+        let s = ConfigSchema(upstreams: upstreams)
+        builtSchema = s
+        return s
+    }
+    var builtSchema: ConfigSchema?
     /// The main file, for a reload; nil: the config came from no file (nothing can be changed).
     let path: String?
     weak var engine: BridgeEngine?
@@ -83,7 +91,7 @@ public actor ConfigManager {
         self.upstreams = upstreams
         self.environment = environment
         self.engine = engine
-        self.schema = schema ?? ConfigSchema(upstreams: upstreams)
+        builtSchema = schema
         self.apply = apply
     }
 

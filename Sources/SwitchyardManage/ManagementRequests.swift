@@ -19,7 +19,7 @@ public struct ManagementRequests: Sendable {
 
     /// Answers one request (the engine's handler, `BridgeEngine.setRequestHandler`).
     public func handle(_ req: BridgeRequest, engine: BridgeEngine) async throws -> JSONValue {
-        if req.path == "config/schema" { return manager.schema.json }
+        if req.path == "config/schema" { return await manager.schema.json }
         if req.origin == .mqtt {
             let allowed = await manager.config.api.manage
             guard allowed.contains(req.path) else {

@@ -63,7 +63,11 @@ import Testing
             #expect(Set(status["mqtt"]?.objectValue?.keys ?? [:].keys) == Set(health["mqtt"]!.objectValue!.keys))
             let lamp = BridgeAPI.adapterHealth(status: .running, devices: 1, requests: 0, errors: 0, lastError: nil, lastOK: nil)
             #expect(status["adapters"]?["test"] == lamp)
-            #expect(status["ready"] == false && status["reasons"] == ["broker: not connected"])
+            #expect(status["ready"] == true && status["reasons"] == [], "\(status)")
+            // The link lost: the next status says why the bridge is not ready.
+            c.transport.inject(.disconnected(reason: "test"))
+            let lost = try await page.waitFor("status without the broker", timeout: 20) { $0["t"] == "status" && $0["ready"] == false }
+            #expect(lost["reasons"] == ["broker: not connected"], "\(lost)")
         }
     }
 
