@@ -117,15 +117,49 @@ public enum TestEnvironment {
     }
 }
 
-/// Polls `condition` (every 20 ms, at most `timeout` seconds) until it holds.
+/// Polls `condition` (every 20 ms) until it holds, for `timeout` seconds of the time this wait was given
+/// to run (`PollBudget`), and at most four times `timeout` on the wall clock.
 public func waitUntil(_ what: String, timeout: Double = 30, _ condition: @Sendable () async -> Bool) async throws {
     StallWatch.startIfAsked()
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
+    var budget = PollBudget(timeout)
+    repeat {
+        let asked = budget.now
         if await condition() { return }
-        await TestEnvironment.sleep(0.02)
-    }
+        if await !budget.sleep(0.02, checkedSince: asked) { break }
+    } while true
     throw TestError("timed out waiting until \(what)")
+}
+
+/// The time budget of a polling wait: `timeout` seconds of the time the wait was given to run, and at most
+/// four times `timeout` on the wall clock.
+///
+/// Why not the wall clock alone: on a loaded machine the cooperative pool (one thread per core) can be busy
+/// for seconds with other tests' work, and what a wait waits for (an engine's actor hops, an adapter's task,
+/// a message handed over from the network thread) is queued behind it as the wait itself is. A short sleep
+/// that comes back seconds late says so: such a step counts as at most a quarter of a second, so the budget
+/// is spent only while the test could make progress; a wait for something that never comes still ends (on a
+/// quiet pool after `timeout`, on a starved one after at most 4 × `timeout`). The check's own time counts
+/// in full.
+public struct PollBudget: Sendable {
+    let clock = ContinuousClock()
+    let start: ContinuousClock.Instant
+    let timeout: Duration
+    var spent = Duration.zero
+
+    public init(_ timeout: Double) {
+        start = clock.now
+        self.timeout = .seconds(timeout)
+    }
+
+    public var now: ContinuousClock.Instant { clock.now }
+
+    /// Sleeps `seconds` after a check that began at `asked`; false once the budget is spent.
+    public mutating func sleep(_ seconds: Double, checkedSince asked: ContinuousClock.Instant) async -> Bool {
+        let slept = clock.now
+        await TestEnvironment.sleep(seconds)
+        spent += (slept - asked) + min(clock.now - slept, .milliseconds(250))
+        return spent < timeout && clock.now - start < timeout * 4
+    }
 }
 
 public struct TestError: Error, CustomStringConvertible {

@@ -137,10 +137,9 @@ public final class MQTTProbe: @unchecked Sendable {
         let rc = bytes.withUnsafeBytes { b in mosquitto_publish(handle, &mid, topic, Int32(b.count), b.baseAddress, 1, retain) }
         loop.wake()
         guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw TestError("publish \(topic) failed: \(String(cString: mosquitto_strerror(rc)))") }
-        let deadline = Date().addingTimeInterval(timeout)
+        var budget = PollBudget(timeout)
         while !acked.withLock({ $0.contains(mid) }) {
-            if Date() > deadline { throw TestError("no PUBACK for \(topic) in \(timeout) s") }
-            await TestEnvironment.sleep(0.005)
+            if await !budget.sleep(0.005, checkedSince: budget.now) { throw TestError("no PUBACK for \(topic) in \(timeout) s") }
         }
     }
 
@@ -155,12 +154,13 @@ public final class MQTTProbe: @unchecked Sendable {
     /// Waits (at most `timeout` seconds, polling) until `predicate` holds for the messages received.
     @discardableResult
     public func waitFor(_ what: String, timeout: Double = 30, _ predicate: ([Message]) -> Bool) async throws -> [Message] {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
+        var budget = PollBudget(timeout)
+        repeat {
+            let asked = budget.now
             let m = messages
             if predicate(m) { return m }
-            await TestEnvironment.sleep(0.02)
-        }
+            if await !budget.sleep(0.02, checkedSince: asked) { break }
+        } while true
         throw TestError("timed out waiting for \(what); received:\n" + messages.suffix(40).map(\.description).joined(separator: "\n"))
     }
 
