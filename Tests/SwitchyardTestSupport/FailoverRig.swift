@@ -16,6 +16,8 @@ public final class FailoverRig: @unchecked Sendable {
     /// `standby.takeover_delay` (seconds); each instance adds up to half of it again (its jitter).
     public static let takeoverDelay = 1.0
     public let broker: any TestBroker
+    /// Whether the config has `standby:` (off: one plain bridge, the bench's restart baseline).
+    public let standby: Bool
     public let base = uniqueBase()
     public let dir = TestEnvironment.makeTempDir("failover")
     public let probe: MQTTProbe
@@ -56,24 +58,27 @@ public final class FailoverRig: @unchecked Sendable {
         var sent: [Sent] = []
     }
 
-    init(broker: any TestBroker, probe: MQTTProbe) {
+    init(broker: any TestBroker, probe: MQTTProbe, standby: Bool) {
         self.broker = broker
         self.probe = probe
+        self.standby = standby
     }
 
     /// The rig over `broker` and the LIFX cloud at `lifxURL` (token `t`); every instance it started is
-    /// killed when `body` returns or throws.
-    public static func with<R: Sendable>(broker: any TestBroker, lifxURL: String, _ body: (FailoverRig) async throws -> R) async throws -> R {
+    /// killed when `body` returns or throws. `standby: false` leaves `standby:` out of the config: each
+    /// process started is then a plain bridge (started without `--instance`).
+    public static func with<R: Sendable>(broker: any TestBroker, lifxURL: String, standby: Bool = true,
+                                         _ body: (FailoverRig) async throws -> R) async throws -> R {
         let probe = try await MQTTProbe.connect(port: broker.port)
         defer { probe.close() }
-        let rig = FailoverRig(broker: broker, probe: probe)
+        let rig = FailoverRig(broker: broker, probe: probe, standby: standby)
         defer { rig.killAll() }
         try """
         log: {level: info}
         state_dir: \(rig.dir.path)
         web: {enabled: false}
         mqtt: {url: "mqtt://127.0.0.1:\(broker.port)", base_topic: \(rig.base), keepalive: \(keepalive)}
-        standby: {enabled: true, takeover_delay: \(takeoverDelay)}
+        \(standby ? "standby: {enabled: true, takeover_delay: \(takeoverDelay)}" : "")
         virtual: {devices: [{name: lamp, type: light}, {name: spare, type: light}]}
         lifx: {token: t, api_url: "\(lifxURL)", poll_interval: 2, min_interval: 0.05}
         """.writeForTest(toFile: rig.configPath, replacing: true)
@@ -114,9 +119,10 @@ public final class FailoverRig: @unchecked Sendable {
 
     // MARK: instances
 
-    /// Starts an instance (the first one started takes over: nobody is active yet).
+    /// Starts an instance (the first one started takes over: nobody is active yet); without standby, a
+    /// bridge process known to the rig as `name`.
     public func start(_ name: String) throws {
-        let p = try BridgeProcess(arguments: ["run", "-c", configPath, "--instance", name])
+        let p = try BridgeProcess(arguments: ["run", "-c", configPath] + (standby ? ["--instance", name] : []))
         processes.withLock { $0[name] = p }
     }
 
@@ -188,6 +194,16 @@ public final class FailoverRig: @unchecked Sendable {
     /// The first result the client read after `after` (of any command).
     public func firstAnswer(after: Date) -> Answer? {
         ledger.withLock { l in l.answerLog.first { $0.at > after } }
+    }
+
+    /// The first result the client read of a command sent after `after`: after a kill -9 at `after`, one
+    /// only a process that took over or started since can have given (a result the dead one published just
+    /// before may still be on its way to the client).
+    public func firstAnswer(toCommandSentAfter after: Date) -> Answer? {
+        ledger.withLock { l in
+            let later = Set(l.sent.lazy.filter { $0.at > after }.map(\.transaction))
+            return l.answerLog.first { $0.at > after && later.contains($0.transaction) }
+        }
     }
 
     /// Sent commands without a result yet.
