@@ -4,7 +4,7 @@ import SwitchyardCore
 import Glibc
 #endif
 
-/// Instances of one standby group (design.md §17: `switchyard run --instance <name>` processes of the same
+/// Instances of one standby group (design.md §18: `switchyard run --instance <name>` processes of the same
 /// config) over one broker, with the virtual adapter (`lamp`, and `spare`, which no command of `commander`
 /// touches) and a LIFX cloud (the caller's simulator, by its API URL), and a plain client subscribed to the
 /// whole base topic that keeps what a user would look at: each instance's role on

@@ -49,7 +49,7 @@ public enum BrokerKind: String, Sendable, CaseIterable, CustomStringConvertible 
     /// - RabbitMQ 3.10.8 checks the socket's received-bytes counter every keepalive and gives up after two
     ///   checks without a change (`rabbit_heartbeat`): 2 to 3 × keepalive.
     /// MQTT 3.1.1 asks for 1.5 × keepalive [MQTT-3.1.2-24]: both wait longer, never less (which is the
-    /// direction that keeps a hot-standby pair safe: design.md §17).
+    /// direction that keeps a hot-standby pair safe: design.md §18).
     public func keepaliveGrace(_ keepalive: Double) -> Double {
         switch self {
         case .mosquitto: keepalive * 1.5 + 7
