@@ -91,6 +91,9 @@ extension SwitchyardBench {
         let sent = rig.sent.count
         let answered = rig.results.count
         let notOK = rig.results.values.filter { $0.contains { $0 != "ok" } }.count
+        if ProcessInfo.processInfo.environment["SWITCHYARD_BENCH_VERBOSE"] != nil {
+            for f in rig.failures { print("failover: \(f.transaction) answered \(f.status): \(f.error ?? "")") }
+        }
         let replayed = rig.logs.filter { $0.contains("the previous active instance took from the broker") }.count
         let n = "\(kills) kill\(kills == 1 ? "" : "s")"
         let goal = Double(FailoverRig.keepalive) * 1.5 + 2

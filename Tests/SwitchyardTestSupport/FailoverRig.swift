@@ -36,6 +36,8 @@ public final class FailoverRig: @unchecked Sendable {
     public struct Answer: Sendable {
         public var transaction: String
         public var status: String
+        /// The result's `error`, when it has one.
+        public var error: String?
         public var at: Date
     }
 
@@ -106,7 +108,7 @@ public final class FailoverRig: @unchecked Sendable {
             ledger.withLock { $0.logs.append(m.payload) }
         } else if m.topic.hasSuffix("/result") {
             guard let r = try? JSONValue.parse(m.payload), let t = r["transaction"]?.stringValue else { return }
-            let a = Answer(transaction: t, status: r["status"]?.stringValue ?? "?", at: m.at)
+            let a = Answer(transaction: t, status: r["status"]?.stringValue ?? "?", error: r["error"]?.stringValue, at: m.at)
             ledger.withLock {
                 $0.answers[t, default: []].append(a)
                 $0.answerLog.append(a)
@@ -205,6 +207,9 @@ public final class FailoverRig: @unchecked Sendable {
             return l.answerLog.first { $0.at > after && later.contains($0.transaction) }
         }
     }
+
+    /// Every result that was not `ok`, in the order read.
+    public var failures: [Answer] { ledger.withLock { $0.answerLog.filter { $0.status != "ok" } } }
 
     /// Sent commands without a result yet.
     public var unanswered: [Sent] {
