@@ -8,8 +8,10 @@ APT_PACKAGES := mosquitto mosquitto-clients libmosquitto-dev libcurl4-openssl-de
 # `make deb`, debootstrap for a clean Debian 12 root to install it into, podman (with runc) for the
 # container and its health check, nginx as the reverse proxy the browser test goes through, prometheus
 # for promtool, jq for the Home Assistant add-on's option mapping.
+# rabbitmq-server: the failover tests over RabbitMQ's MQTT plugin (FailoverRabbitMQTests) start a private node
+# of it per test (Tests/SwitchyardTestSupport/RabbitMQ.swift); the machine's own node is not used.
 TEST_PACKAGES := qemu-system-x86 busybox-static bluez bluez-test-tools python3-venv chromium chromium-driver gdb python3-jsonschema \
-                 dpkg-dev lintian debootstrap podman runc nginx prometheus jq curl
+                 dpkg-dev lintian debootstrap podman runc nginx prometheus jq curl rabbitmq-server
 # The LIFX LAN tests' peer: lifx-emulator from PyPI, in a venv under .build (never committed).
 LIFX_EMULATOR := .build/lifx-venv/bin/lifx-emulator
 # The console's browser test (Tests/browser): selenium (driving Debian's chromium) and prometheus_client (a

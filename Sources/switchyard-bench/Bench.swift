@@ -51,7 +51,7 @@ struct SwitchyardBench: AsyncParsableCommand {
         commandName: "switchyard-bench",
         abstract: "Measures the bridge against raw libmosquitto on a broker it starts itself (loopback).")
 
-    @Option(help: "Scenarios to run: publish, ha-mirror, command-latency, startup, memory, console, lifx-budget, lifx-lan, hostile, reconnect, scale (default: all); soak (alone, --minutes); ha-scale (alone or named: a real Home Assistant, the venv of make test-ha).")
+    @Option(help: "Scenarios to run: publish, ha-mirror, command-latency, startup, memory, console, lifx-budget, lifx-lan, hostile, reconnect, scale, failover (default: all); soak (alone, --minutes); ha-scale (alone or named: a real Home Assistant, the venv of make test-ha).")
     var scenario: [String] = []
     @Flag(help: "Print the figures as JSON.") var json = false
     @Option(help: "State updates for the publish scenario.") var messages = 20_000
@@ -70,6 +70,9 @@ struct SwitchyardBench: AsyncParsableCommand {
     @Option(help: "Seconds of command and HA churn in each process of the scale scenario before reading memory.") var scaleChurnSeconds = 20.0
     @Option(help: "Start-ups (and raw publishing runs) per size in the scale scenario; their medians make the ratio.") var scaleRepeats = 3
     @Option(help: "Virtual lights announced to Home Assistant in the ha-scale scenario.") var haLights = 1_000
+    @Option(help: "Kills of the active instance in the failover scenario.") var kills = 10
+    @Option(help: "The broker of the failover scenario: mosquitto or rabbitmq (RabbitMQ's MQTT plugin, a private node).")
+    var failoverBroker = "mosquitto"
 
     /// `soak`: the demo's home under commands and a schedule of faults for `minutes`, invariants checked
     /// all along; exits non-zero on any breach. Stopped by SIGTERM or Ctrl-C, the run is cancelled: its
@@ -100,7 +103,8 @@ struct SwitchyardBench: AsyncParsableCommand {
     static let brokerConfig = "max_inflight_messages 100\nset_tcp_nodelay true"
 
     func run() async throws {
-        let all = ["publish", "ha-mirror", "command-latency", "startup", "memory", "console", "lifx-budget", "lifx-lan", "hostile", "reconnect", "scale"]
+        let all = ["publish", "ha-mirror", "command-latency", "startup", "memory", "console", "lifx-budget", "lifx-lan", "hostile", "reconnect", "scale",
+                   "failover"]
         if scenario == ["soak"] { return try await soak() }
         // Only when named: it needs Home Assistant installed and runs for about ten minutes.
         if scenario == ["ha-scale"] { return report(try await haScaleFigures()) }
@@ -154,6 +158,7 @@ struct SwitchyardBench: AsyncParsableCommand {
         if chosen.contains("hostile") { figures += try await hostileFigures(port: broker.port) }
         if chosen.contains("scale") { figures += try await scaleFigures(port: broker.port) }
         if chosen.contains("reconnect") { figures += try await reconnectFigures() }
+        if chosen.contains("failover") { figures += try await failoverFigures() }
         if chosen.contains("ha-scale") { figures += try await haScaleFigures() }
         report(figures)
     }

@@ -12,8 +12,9 @@ import SwitchyardTestSupport
         let child = try ChildProcess(path: bench, arguments: ["--json", "--messages", "300", "--devices", "20", "--commands", "20",
                                                               "--churn-seconds", "0.5", "--ha-entities", "30",
                                                               "--hostile-payloads", "300", "--restarts", "2",
-                                                              "--scale-devices", "20,40", "--scale-churn-seconds", "0.5"], outputFile: out)
-        let status = await child.wait(timeout: 120)
+                                                              "--scale-devices", "20,40", "--scale-churn-seconds", "0.5", "--kills", "1"], outputFile: out)
+        // About a minute here; the bound is for a loaded machine.
+        let status = await child.wait(timeout: 180)
         let text = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
         #expect(status == 0, "\(text)")
         // The figures are the one line of JSON on stdout; stderr may carry log lines (a loaded machine
@@ -22,12 +23,23 @@ import SwitchyardTestSupport
         let json = try JSONValue.parse(String(line))
         guard case .array(let figures) = json else { Issue.record("not a list: \(text)"); return }
         let scenarios = Set(figures.compactMap { $0["scenario"]?.stringValue })
-        #expect(scenarios == ["baseline", "publish", "ha-mirror", "command-latency", "startup", "memory", "console", "lifx-budget", "lifx-lan", "hostile", "reconnect", "scale"])
+        #expect(scenarios == ["baseline", "publish", "ha-mirror", "command-latency", "startup", "memory", "console", "lifx-budget", "lifx-lan", "hostile", "reconnect", "scale", "failover"])
         for f in figures {
-            // A difference against idle memory may be zero or below; every other figure is a positive measurement.
+            // A difference against idle memory may be zero or below, and so may a count of commands (answered
+            // twice, with an error); every other figure is a positive measurement.
             let difference = f["name"]?.stringValue?.contains("−") == true
-            #expect(difference ? f["value"]?.doubleValue?.isFinite == true : (f["value"]?.doubleValue ?? 0) > 0, "\(f.serialized)")
+            let count = f["unit"] == "cmds" || f["unit"] == "kills"
+            #expect(difference || count ? f["value"]?.doubleValue.map { $0.isFinite && (difference || $0 >= 0) } == true
+                                        : (f["value"]?.doubleValue ?? 0) > 0, "\(f.serialized)")
         }
+        // The failover scenario's one kill: commands were sent, and every one was answered.
+        func failover(_ name: String) -> Double? {
+            figures.first { f in
+                f["scenario"] == "failover" && f["name"]?.stringValue.map { $0 == name || $0.hasPrefix(name + " (") } == true
+            }?["value"]?.doubleValue
+        }
+        #expect((failover("commands sent") ?? 0) > 0)
+        #expect(failover("commands answered") == failover("commands sent"), "\(figures.filter { $0["scenario"] == "failover" })")
         #expect(figures.contains { $0["scenario"] == "publish" && ($0["ratio"]?.doubleValue ?? 0) > 0 })
         #expect(figures.contains { $0["scenario"] == "ha-mirror" && ($0["ratio"]?.doubleValue ?? 0) > 0 })
     }

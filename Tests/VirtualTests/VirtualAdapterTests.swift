@@ -83,6 +83,21 @@ import VirtualAdapter
         #expect(host.reports(of: "kitchen").count == 1 && host.reports(of: "fan").count == 1)
     }
 
+    /// The engine may route a command to a device as soon as the adapter lists it, while the adapter's `run`
+    /// still waits for the listing (an actor is reentrant): after a standby takeover the session's commands
+    /// come exactly then. The device has its state already, and the command is carried out.
+    @Test func aCommandRoutedWhileTheDevicesAreBeingListedIsCarriedOut() async throws {
+        let adapter = VirtualAdapter(devices: VirtualAdapterTests.devices, sensorInterval: 3600, clock: ManualClock())
+        let host = ListingHost(adapterID: "virtual") { context in
+            try await adapter.perform(DeviceCommand(deviceID: "kitchen", fields: ["brightness": 40]), context: context)
+        }
+        let run = Task { try await adapter.run(context: host.context) }
+        defer { run.cancel() }
+        try await host.recording.wait("running") { h in h.status == .running }
+        #expect(host.outcome == "ok")
+        #expect(host.recording.stateNow("kitchen")?["brightness"] == 40 && host.recording.stateNow("kitchen")?["state"] == "ON")
+    }
+
     @Test func aCommandMergesIntoTheStateAndIsCounted() async throws {
         let host = RecordingAdapterHost(adapterID: "virtual")
         let adapter = VirtualAdapter(devices: VirtualAdapterTests.devices, sensorInterval: 3600, clock: ManualClock())
@@ -97,4 +112,45 @@ import VirtualAdapter
             try await adapter.perform(DeviceCommand(deviceID: "nope", fields: ["state": "ON"]), context: host.context)
         }
     }
+}
+
+/// The recording twin of the engine that, the first time the adapter lists its devices, runs `onListing`
+/// before the listing returns: a command the engine routes to a just-listed device while the adapter waits.
+final class ListingHost: AdapterHost, @unchecked Sendable {
+    let recording: RecordingAdapterHost
+    let onListing: @Sendable (AdapterContext) async throws -> Void
+    let state = Locked<(listed: Bool, outcome: String?)>((false, nil))
+
+    init(adapterID: String, onListing: @escaping @Sendable (AdapterContext) async throws -> Void) {
+        recording = RecordingAdapterHost(adapterID: adapterID)
+        self.onListing = onListing
+    }
+
+    var context: AdapterContext { AdapterContext(adapterID: recording.adapterID, host: self) }
+    /// What `onListing` came to: "ok", or its error.
+    var outcome: String? { state.withLock { $0.outcome } }
+
+    func setDevices(_ devices: [DeviceDescriptor], authoritative: Bool, available: [String: Bool]) async {
+        await recording.setDevices(devices, authoritative: authoritative, available: available)
+        guard state.withLock({ s in defer { s.listed = true }; return !s.listed }) else { return }
+        let outcome: String
+        do {
+            try await onListing(context)
+            outcome = "ok"
+        } catch {
+            outcome = "\(error)"
+        }
+        state.withLock { $0.outcome = outcome }
+    }
+    func update(_ deviceID: String, _ fields: [String: JSONValue]) async { await recording.update(deviceID, fields) }
+    func setAvailable(_ deviceID: String, _ available: Bool) async { await recording.setAvailable(deviceID, available) }
+    func report(_ reports: [DeviceReport]) async { await recording.report(reports) }
+    func setStatus(_ status: AdapterStatus) async { await recording.setStatus(status) }
+    func recordRequest(error: String?) async { await recording.recordRequest(error: error) }
+    func log(_ level: BridgeLogLevel, _ message: String, deviceID: String?) async { await recording.log(level, message, deviceID: deviceID) }
+    func publish(_ messages: [MirrorMessage]) async { await recording.publish(messages) }
+    func setMirrorAvailable(_ available: Bool) async { await recording.setMirrorAvailable(available) }
+    func setMetrics(_ metrics: [String: JSONValue]) async { await recording.setMetrics(metrics) }
+    func event(_ type: String, _ data: [String: JSONValue]) async { await recording.event(type, data) }
+    func state(of deviceID: String) async -> [String: JSONValue]? { await recording.state(of: deviceID) }
 }

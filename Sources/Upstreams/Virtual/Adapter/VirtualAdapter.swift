@@ -83,12 +83,15 @@ public actor VirtualAdapter: Adapter {
     }
 
     public func run(context: AdapterContext) async throws {
-        await context.setDevices(devices.map(Self.descriptor), authoritative: true)
-        // A restored state keeps only the fields its type has (the file may have changed the type since).
+        // The states first: once a device is listed the engine may route a command to it while this waits for
+        // the listing (the actor is reentrant), as after a standby takeover, when the session's commands are
+        // there from the start. A restored state keeps only the fields its type has (the file may have changed
+        // the type since).
         for d in devices {
             let initial = Self.initialState(d)
             states[d.name] = initial.merging(restored[d.name]?.filter { initial[$0.key] != nil } ?? [:]) { $1 }
         }
+        await context.setDevices(devices.map(Self.descriptor), authoritative: true)
         await context.report(devices.map { DeviceReport($0.name, fields: states[$0.name] ?? [:]) })
         await context.setStatus(.running)
         let sensors = devices.filter { $0.type == "sensor" }
