@@ -57,9 +57,9 @@ enum YAMLDocument {
     }
 
     private struct Composer {
-        /// A mapping or sequence being composed, changed in place on the stack (callgrind, a config of 10 000
-        /// devices: taking the node off the stack to append to it copied its items every time, 54 % of the
-        /// start-up in a quadratic `add`).
+        /// A mapping or sequence being composed, changed in place on the stack: taken off the stack to append
+        /// to it, its items would be copied at every append, quadratic in its size (a config lists thousands of
+        /// devices in one mapping).
         struct Open {
             let mapping: Bool
             let mark: YAMLMark

@@ -48,10 +48,10 @@ public enum RegistryOutput: Sendable, Equatable {
 /// availability and discovery. Pure bookkeeping: every change returns the messages it needs, so the
 /// rules (renames, removal after 3 listings, rounding, republish) are unit-tested without a broker.
 ///
-/// Kept small per device (heaptrack, 10 000 virtual lights: 5.7 kB a device before): a record holds its
-/// listing (shared with the payload sources below), its state only as the bytes last published (the very
-/// array the transport's ledger keeps), its availability and a counter. A device's details and discovery
-/// configs are not kept serialised anywhere: the transport gets sources that write them when they are sent.
+/// Kept small per device, as a bridge may carry tens of thousands: a record holds its listing (shared with
+/// the payload sources below), its state only as the bytes last published (the very array the transport's
+/// ledger keeps), its availability and a counter. A device's details and discovery configs are not kept
+/// serialised anywhere: the transport gets sources that write them when they are sent.
 public struct DeviceRegistry: Sendable {
     /// What a device was last listed as, under which name: immutable, shared by its record and by the
     /// sources of its details and discovery payloads (one allocation per listing).
@@ -158,8 +158,8 @@ public struct DeviceRegistry: Sendable {
     }
 
     /// The discovery shapes of each kind of device (category and capabilities), worked out once: 10 000
-    /// lights of one kind share one list (building every config only to read its topics cost 80 000
-    /// instructions a device at start-up).
+    /// lights of one kind share one list (building every config only to read its topics would do the same
+    /// work again for every device at start-up).
     struct Shapes: Sendable {
         private var known: [(DeviceCategory, [Capability], [DiscoveryBuilder.Shape])] = []
         static let limit = 256
@@ -249,8 +249,9 @@ public struct DeviceRegistry: Sendable {
     /// missing devices at once, upstream listings only after a device is absent from 3 in a row. Returns
     /// whether the device list changed. A new device is named and recorded (with its first availability)
     /// at once, and announced by `flushAnnouncements`, which the engine calls after the states the adapter
-    /// reports next (callgrind, a start with 10 000 devices: the announcements were 400 M instructions
-    /// before the first state). Anything still to announce is announced first.
+    /// reports next: a device's announcement (availability, `device_added`, discovery configs, details)
+    /// costs more than its state, and the states go out first (docs/design.md §16). Anything still to
+    /// announce is announced first.
     public mutating func setDevices(_ listed: [DeviceDescriptor], authoritative: Bool, available: [String: Bool],
                                     into out: inout [RegistryOutput]) -> Bool {
         flushAnnouncements(into: &out)
@@ -669,12 +670,12 @@ public struct DeviceRegistry: Sendable {
     }
 
     /// `bridge/devices` as a source: the listings of every adapter (in order), written when it is sent
-    /// (the list of 10 000 devices is 1.9 MB of JSON; the source holds 80 kB of references).
+    /// (the JSON is a couple of hundred bytes a device; the source holds one reference a device).
     final class DeviceList: PayloadSource {
         let adapters: [[Listing]]
         init(_ adapters: [[Listing]]) { self.adapters = adapters }
-        /// Written entry by entry, in canonical order (each entry's keys sorted), with no tree built: as a tree
-        /// the list of 10 000 devices cost 8 MB at the peak of the start (heaptrack).
+        /// Written entry by entry, in canonical order (each entry's keys sorted), with no tree built: a tree
+        /// would hold a dictionary per device, several times the size of the text, at the peak of a start.
         func payload() -> [UInt8] {
             var w = JSONWriter(capacity: adapters.reduce(0) { $0 + $1.count } * 200)
             w.out.append(UInt8(ascii: "["))

@@ -16,8 +16,8 @@ public struct DiscoverySweep: Sendable {
         public var otherTopics: [String: (String) -> Set<String>?] = [:]
         /// Per running adapter (by normalised id): the discovery topics of one of its devices (by normalised
         /// device id; nil: no such device), asked only for the configs found, and whether its listing is
-        /// complete (from config): then an unknown device is gone for good. (Worked out for every device up
-        /// front, the topics of 10 000 devices cost 3 MB at the end of a start.)
+        /// complete (from config): then an unknown device is gone for good. (Asked, not worked out for every
+        /// device up front: then every device's topics would be held at once, at the end of a start.)
         public var adapters: [String: (topics: (String) -> Set<String>?, complete: Bool)]
         public init(bridgeNode: String, bridgeTopics: Set<String>, adapters: [String: (topics: (String) -> Set<String>?, complete: Bool)]) {
             self.bridgeNode = bridgeNode

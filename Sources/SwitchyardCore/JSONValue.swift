@@ -138,8 +138,8 @@ public enum JSONValue: Sendable, Equatable, Hashable {
     /// with no allocation, which matters where thousands are kept (the HA mirror).
     public var serialized: String { String(decoding: bytes, as: UTF8.self) }
 
-    /// The JSON text, written straight into bytes (callgrind: appending to a String, piece by piece, was
-    /// the start-up's main cost: about 180 instructions a byte).
+    /// The JSON text, written straight into bytes: appending to a String piece by piece costs many times
+    /// more a byte, and every payload the bridge publishes is written here.
     public var bytes: [UInt8] { bytes(reserving: 0) }
 
     /// The same into a buffer of `capacity` bytes reserved up front (a large payload whose size is known

@@ -49,7 +49,8 @@ public struct TopicScheme: Sendable, Equatable {
             return path.isEmpty ? .other : .request(path: String(path))
         }
         // <adapter>/<device...>/(get|set|set/<field>), read by its first and last separators: no array of
-        // levels is made for every message (perf of the lifx-lan bench: a fifth of routing a command).
+        // levels is made for every message (an allocation on the path of every command, for a topic that
+        // needs only its first and last levels split off).
         let u = rest.utf8, slash = UInt8(ascii: "/")
         guard let first = u.firstIndex(of: slash), let last = u.lastIndex(of: slash), first != last else { return .other }
         let adapter = rest[..<first]

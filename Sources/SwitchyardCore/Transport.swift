@@ -155,8 +155,9 @@ public enum Lane: UInt8, Sendable, Comparable {
 }
 
 /// A payload made only when it is sent (and again at every reconnect), from what its owner keeps anyway:
-/// the transport then holds no serialised copy (a device's discovery configs and details, about 2 kB a
-/// device). It must give the same bytes every time, and be safe to call from the network thread.
+/// the transport then holds no serialised copy (a device's discovery configs and details: kilobytes a
+/// device, for every device). It must give the same bytes every time, and be safe to call from the network
+/// thread.
 public protocol PayloadSource: AnyObject, Sendable {
     func payload() -> [UInt8]
 }

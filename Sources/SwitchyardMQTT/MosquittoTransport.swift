@@ -104,8 +104,8 @@ public final class MosquittoTransport: MQTTTransport {
         publish([Publication(topic, payload, qos: qos, retain: retain)])
     }
 
-    /// One lock and one wake-up for the whole batch (callgrind of a start with 10 000 devices: a pipe
-    /// write and a lock per message).
+    /// One lock and one wake-up (a pipe write) for the whole batch, not one of each per message: a start
+    /// hands over tens of thousands of messages.
     public func publish(_ batch: [Publication]) {
         guard !batch.isEmpty else { return }
         let now = clock.now()
@@ -521,9 +521,9 @@ final class NetworkLoop {
     /// A change of subscriptions made before a publish reaches the broker before it: the check and the
     /// take share the lock, so a sentinel published after subscribing comes back (the sweep relies on it).
     ///
-    /// Messages are taken a window at a time: one lock to take them all, one to record them (perf of a start
-    /// with 10 000 devices: two locks per message on the network thread, contended by the engine's hand-overs).
-    /// (Writing a window with the socket corked, in full segments, measured no faster on loopback.)
+    /// Messages are taken a window at a time: one lock to take them all, one to record them, not two per
+    /// message on the network thread, where the engine's hand-overs contend for the same lock. The socket is
+    /// not corked for a window (docs/performance.md says why).
     func pump(_ m: OpaquePointer) {
         // The broker's Receive Maximum, when lower: libmosquitto takes the CONNACK's value over its own send
         // maximum and would queue the rest inside itself, where the outbox no longer sees them.
@@ -611,8 +611,8 @@ final class NetworkLoop {
 
     /// Whether a publish failed because of the connection (the message stays in the outbox and goes again
     /// after the reconnect), not because of the message itself (refused for good). A write that fails with
-    /// an errno (EPIPE, ECONNRESET: the broker went away mid-burst) is the connection's: as "refused" it had
-    /// dropped every message published while the loss was being noticed (callgrind, 20 000 devices: 65 585).
+    /// an errno (EPIPE, ECONNRESET: the broker went away mid-burst) is the connection's: as "refused" it would
+    /// drop every message published while the loss is being noticed (in a large start, most of them).
     static func connectionLost(_ rc: Int32) -> Bool {
         [MOSQ_ERR_NO_CONN, MOSQ_ERR_CONN_LOST, MOSQ_ERR_ERRNO, MOSQ_ERR_KEEPALIVE, MOSQ_ERR_NOMEM, MOSQ_ERR_TLS].contains { $0.rawValue == rc }
     }

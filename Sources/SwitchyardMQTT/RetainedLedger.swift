@@ -2,16 +2,17 @@ import SwitchyardCore
 
 /// Every retained topic the bridge has published, with its latest payload, for the life of the process: the
 /// outbox re-publishes all of it on every connect (design.md §4). With a large Home Assistant mirror that
-/// is a few hundred thousand topics, so it is kept packed (heaptrack of 10 000 devices + 50 000 entities: a
-/// Dictionary<String, entry> cost about 150 bytes a topic, its topic Strings and the table doubling):
+/// is a few hundred thousand topics, so it is kept packed (a Dictionary<String, entry> costs several times
+/// more a topic: a String per topic, and a table that doubles in one piece):
 ///
 /// - topic bytes are appended to 64 KiB chunks (no allocation, header or padding per topic; the space of a
 ///   removed topic is reclaimed by compacting once it is more than half of what the chunks hold);
 /// - a payload of up to 16 bytes (`online`, `21.5`, `"W"`) is kept inside its entry; a longer one is the
 ///   caller's own array (shared with whoever made it: the registry's state, the mirror's attribute), or the
 ///   source that makes it when it is sent (discovery, device details);
-/// - entries sit in pages of 4 096 (the table never doubles in one piece: heaptrack showed the doubling of
-///   one array of 200 000 entries as the start-up's peak), found by an open-addressing index of 4-byte slots.
+/// - entries sit in pages of 4 096 (the table never doubles in one piece: one array of hundreds of thousands
+///   of entries, doubling, holds the old and the new at once at the peak of a start), found by an
+///   open-addressing index of 4-byte slots.
 ///
 /// Pure bookkeeping: no I/O, unit-tested without a broker.
 struct RetainedLedger {
@@ -254,7 +255,7 @@ struct RetainedLedger {
 
     /// The hash of a slot's topic for the index, from the entries and chunks alone: a closure over `self`
     /// would hold a second reference to the index's table while the index writes to it, and every write
-    /// would copy the table (callgrind: 60 % of a start with 20 000 devices in array copies).
+    /// would copy the table (quadratic in the number of topics).
     private var hashOf: (UInt32) -> Int {
         { [pages, chunks] slot in
             let e = pages[Int(slot) >> Self.pageBits][Int(slot) & (1 << Self.pageBits - 1)]

@@ -6,11 +6,10 @@ import SwitchyardCore
 
 /// glibc's allocator gives every thread that allocates under contention an arena of its own, up to eight
 /// per core, and memory freed into one arena is never reused by another. The bridge's work moves between
-/// Swift's cooperative threads, SwiftNIO's two and the MQTT network thread, so the heap spread over four
-/// or more arenas, each holding its own free space: about 3 MB of the memory bench's RSS, and its run-to-
-/// run spread. One arena keeps that space in one place. Each thread keeps its own lock-free cache of small
-/// blocks (tcache), so the arena's lock is rarely taken: the bench's start-up figure (1 000 devices
-/// published, all threads allocating) did not move beyond its run-to-run noise (140-230 ms either way).
+/// Swift's cooperative threads, SwiftNIO's two and the MQTT network thread, so the heap spreads over
+/// several arenas, each holding its own free space, resident and varying from run to run. One arena keeps
+/// that space in one place. Each thread keeps its own lock-free cache of small blocks (tcache), so the
+/// arena's lock is rarely taken, even at a start when every thread allocates.
 public enum Allocator {
     /// Limits glibc to one malloc arena unless the environment already sets the limit
     /// (`MALLOC_ARENA_MAX`, or `arena_max` in `GLIBC_TUNABLES`). Call before the bridge starts its threads.
@@ -24,9 +23,9 @@ public enum Allocator {
 
 extension Allocator {
     /// Returns the heap's free space to the kernel: glibc keeps freed memory inside the heap (only its
-    /// top is given back, and only past 128 kB of free space), so after a burst of input — 100 000
-    /// hostile payloads took the resident set from 17 MB to 240 MB — the pages stay resident although
-    /// the queues have drained. `malloc_trim` releases every free page in the heap.
+    /// top is given back, and only past 128 kB of free space), so after a burst of input (a flood of
+    /// hostile payloads can grow the heap many times over) the pages stay resident although the queues
+    /// have drained. `malloc_trim` releases every free page in the heap.
     public static func trim() {
         #if canImport(Glibc)
         _ = malloc_trim(0)

@@ -114,8 +114,8 @@ public final class ConsoleService: Service, Sendable {
 
         /// Holds the request's `WebSocketHandlerReference` until the upgraded connection closes.
         /// hummingbird-websocket (2.8.1) keeps the upgraded request's context inside that reference, and the
-        /// context holds the reference: a cycle that outlived every page (744 bytes each, and through the
-        /// handler the console that served it; LeakSanitizer in `make sanitize-address`). `release` breaks
+        /// context holds the reference: a cycle that outlives every page (and through the handler the
+        /// console that served it; LeakSanitizer in `make sanitize-address` reports it). `release` breaks
         /// it; the `/ws` route asks for it when the connection closes.
         final class WebSocketSlot: Sendable {
             let held = Locked<WebSocketHandlerReference<Context>?>(WebSocketHandlerReference())

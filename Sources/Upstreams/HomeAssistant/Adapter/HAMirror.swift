@@ -140,8 +140,8 @@ public actor HAMirror: MirrorAdapter {
             while true {
                 let frame: (value: JSONValue, streamed: [Int: Streamed])?
                 do {
-                    // The message is let go at the end of this block, before any of it is published (heaptrack: the
-                    // 7 MB text of a 50 000-entity snapshot was still held while the mirror published it).
+                    // The message is let go at the end of this block, before any of it is published: a large
+                    // snapshot's text (megabytes) is not held while the mirror publishes it.
                     guard let message = try await messages.next() else { break }
                     guard case .text(let text) = message else { continue }
                     frame = HAMirrorModel.read(text, into: &model, ownPrefix: settings.ownUniqueIDPrefix)
@@ -347,8 +347,8 @@ public actor HAMirror: MirrorAdapter {
     func mirrored(_ eid: String) -> Bool { settings.entityAllowed(eid) && !own.contains(eid) }
 
     /// A full snapshot (first connect or after a reconnect), sorted by id: publish what differs, clear what
-    /// is gone. Kept as a sorted array, not a dictionary (heaptrack, 50 000 entities: the snapshot's table and
-    /// the model's, both doubling, were the start's peak).
+    /// is gone. Kept as a sorted array, not a dictionary: a dictionary's table doubles as it fills, and the
+    /// snapshot's doubling on top of the model's would set the peak of a start.
     func resync(_ snapshot: [Entity]) async {
         var out = Batch()
         let present = { (eid: String) in Self.find(eid, in: snapshot) != nil }
@@ -406,8 +406,8 @@ public actor HAMirror: MirrorAdapter {
         if !messages.isEmpty { await context?.publish(messages) }
     }
 
-    /// Several entities' messages handed to the engine together, a thousand at a time (a snapshot of
-    /// 50 000 entities took 50 000 hops to the engine), in order.
+    /// Several entities' messages handed to the engine together, a thousand at a time (entity by entity, a
+    /// snapshot would take a hop to the engine per entity), in order.
     struct Batch {
         var messages: [MirrorMessage] = []
         static let size = 1_000

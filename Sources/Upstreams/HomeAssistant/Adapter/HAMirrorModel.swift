@@ -9,7 +9,8 @@ import SwitchyardCore
 /// statestream layout and the diffing (docs/topics.md "Home Assistant mirror") are unit-tested without a
 /// socket. Per entity it keeps only the topics it published: suffix (`state`, an attribute,
 /// `last_changed`) → retained payload, packed (`Packed`): a handful of bytes for a sensor, where a
-/// dictionary of Strings cost about 230 bytes an entity.
+/// dictionary of Strings costs a few hundred (a String per suffix and payload, and a table), and a large
+/// Home Assistant has tens of thousands of entities.
 package struct HAMirrorModel: Sendable {
     typealias Topics = [String: String]
 
@@ -24,8 +25,8 @@ package struct HAMirrorModel: Sendable {
     static let inlineBytes = 16
 
     /// Entity id → packed topics: ids and values in two arrays found through a `SlotIndex`, about 40 bytes
-    /// an entity where a Dictionary<String, Packed> took 43 to 85 (heaptrack, 50 000 entities: its table had
-    /// just passed three quarters of 65 536 and doubled to 4.2 MB).
+    /// an entity. A Dictionary<String, Packed> costs about as much until its table, which holds the keys and
+    /// values themselves, passes three quarters full and doubles in one piece: then up to twice as much.
     package struct EntityTable: Sendable {
         private var ids: [String] = []
         private var values: [Packed] = []
@@ -299,9 +300,9 @@ extension HAMirrorModel {
     }
 
     /// A frame from Home Assistant, parsed as the mirror reads it: the members of `event.a` and of `result`
-    /// are taken one by one while the frame is parsed, never as one tree (heaptrack, 50 000 entities: the
-    /// entity registry's list, parsed whole only to find the bridge's own entities, was the start's peak:
-    /// 11.5 MB of dictionaries; in a real HA every entry has twenty fields). Entities are packed as they
+    /// are taken one by one while the frame is parsed, never as one tree: the entity registry's list is read
+    /// only to find the bridge's own entities, and parsed whole it would hold a dictionary for every entity
+    /// at once (in a real HA every entry has twenty fields), at a start's peak. Entities are packed as they
     /// come and sorted by id; a registry entry is kept only as the id of one of our own; what is neither
     /// (a service's response) is put back where it was. The value is the frame (a message, or an array of
     /// coalesced messages) without what was taken; `streamed` is by message.

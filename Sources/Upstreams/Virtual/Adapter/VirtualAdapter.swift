@@ -61,8 +61,8 @@ public actor VirtualAdapter: Adapter {
         }
     }
 
-    // One first state per type, shared by every device of it until the device changes (a dictionary each
-    // cost 600 bytes a light).
+    // One first state per type, shared by every device of it until the device changes (copy on write): a
+    // dictionary of its own would cost each light hundreds of bytes.
     static let switchState: [String: JSONValue] = ["state": "OFF"]
     static let sensorState: [String: JSONValue] = ["temperature": 21.0]
     static let lightState: [String: JSONValue] = ["state": "OFF", "brightness": 100, "color_mode": "color_temp", "color_temp": 3500, "color": ["h": 0, "s": 0]]
