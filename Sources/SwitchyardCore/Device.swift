@@ -37,11 +37,15 @@ public struct DeviceDescriptor: Sendable, Equatable {
     /// Set when this device is one part of another device of the same adapter (a LIFX Ceiling's uplight):
     /// it keeps its own topics, and Home Assistant shows it as one more entity of that device.
     public var partOf: DevicePart?
+    /// Attributes Home Assistant shows on the device's main entity, whatever its state (a group's members'
+    /// entity ids, as `entity_id`: Home Assistant's own groups say their members so).
+    public var entityAttributes: [String: JSONValue]
 
     public init(id: String, label: String, configuredName: String? = nil, namespace: String = "", model: String? = nil,
                 manufacturer: String? = nil, category: DeviceCategory, capabilities: [Capability],
                 bareCommands: [String: [String: JSONValue]]? = nil, displayName: String? = nil, swVersion: String? = nil,
-                hwVersion: String? = nil, suggestedArea: String? = nil, partOf: DevicePart? = nil) {
+                hwVersion: String? = nil, suggestedArea: String? = nil, partOf: DevicePart? = nil,
+                entityAttributes: [String: JSONValue] = [:]) {
         self.id = id
         self.label = label
         self.configuredName = configuredName
@@ -56,6 +60,7 @@ public struct DeviceDescriptor: Sendable, Equatable {
         self.hwVersion = hwVersion
         self.suggestedArea = suggestedArea
         self.partOf = partOf
+        self.entityAttributes = entityAttributes
     }
 
     /// The device's name for people (Home Assistant's device name): `displayName`; else the upstream's
