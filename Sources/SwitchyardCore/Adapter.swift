@@ -16,6 +16,12 @@ public protocol Adapter: Sendable {
     /// and merges requests (LIFX) sees the next command while the previous one is still on the wire.
     /// The default carries the command out at once with `perform`.
     func accept(_ command: DeviceCommand, context: AdapterContext) async throws -> PendingCommand
+    /// Takes one command for each of several of this adapter's devices at once (a group's or a scene's
+    /// devices: design.md §18), and returns what to wait on for each, in the same order. An adapter whose
+    /// upstream takes one request for many devices makes it one (LIFX: one cloud request whose selector
+    /// names them, one LAN hand-over). The default takes them one by one with `accept`. A command it refuses
+    /// is a `PendingCommand` that throws: the others still go.
+    func acceptBatch(_ commands: [DeviceCommand], context: AdapterContext) async -> [PendingCommand]
     /// Re-reads one device from upstream now (`/get`).
     func refresh(deviceID: String, context: AdapterContext) async throws
     /// Re-lists every device now (`bridge/request/devices/refresh`).
@@ -63,6 +69,8 @@ public struct PendingCommand: Sendable {
     }
     /// A command carried out by the time `accept` returned (what the default `accept` gives).
     public static let done = PendingCommand(done: ())
+    /// A command refused: waiting on it throws `error`.
+    public static func failed(_ error: any Error) -> PendingCommand { PendingCommand { throw error } }
 }
 
 extension Adapter {
@@ -70,6 +78,14 @@ extension Adapter {
     public func accept(_ command: DeviceCommand, context: AdapterContext) async throws -> PendingCommand {
         try await perform(command, context: context)
         return .done
+    }
+    public func acceptBatch(_ commands: [DeviceCommand], context: AdapterContext) async -> [PendingCommand] {
+        var out: [PendingCommand] = []
+        out.reserveCapacity(commands.count)
+        for c in commands {
+            do { out.append(try await accept(c, context: context)) } catch { out.append(.failed(error)) }
+        }
+        return out
     }
     public func refreshAll(context: AdapterContext) async throws {}
     public func request(path: String, payload: JSONValue, context: AdapterContext) async throws -> JSONValue? { nil }

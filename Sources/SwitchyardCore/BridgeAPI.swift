@@ -7,7 +7,8 @@ import Foundation
 /// The bridge's own requests (`<base>/bridge/request/<path>` → `<base>/bridge/response/<path>`): the
 /// pure parts, unit-tested apart from the engine.
 public enum BridgeAPI {
-    public static let known = ["health_check", "devices/refresh", "config/reload", "republish"]
+    public static let known = ["health_check", "devices/refresh", "config/reload", "republish", "scene/recall", "scene/store", "scene/remove",
+                               "group/add", "group/remove", "group/rename", "group/members/add", "group/members/remove"]
 
     /// A request's payload: empty or a JSON value, and its `transaction` if any. Without `body` (a request
     /// that reads nothing but the transaction), the payload is only validated and its transaction built.

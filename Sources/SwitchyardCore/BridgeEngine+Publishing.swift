@@ -48,6 +48,7 @@ extension BridgeEngine {
             emit(out)
             publishDeviceList()
             updateSubscriptions()
+            groupsRelisted(adapterID)
         } else {
             emit(out)
         }
@@ -69,11 +70,13 @@ extension BridgeEngine {
         guard let entry = current(adapterID, generation), let p = entry.registry.update(deviceID, fields) else { return }
         if !paced(entry, deviceID) { publish(p) }
         flushAnnouncements(adapterID, generation)
+        groupsSaw(adapterID, [deviceID])
     }
 
     func setAvailable(_ adapterID: String, _ generation: UInt64, _ deviceID: String, _ available: Bool) {
         guard let entry = current(adapterID, generation), let p = entry.registry.setAvailable(deviceID, available) else { return }
         publish(p)
+        groupsSaw(adapterID, [deviceID])
     }
 
     func report(_ adapterID: String, _ generation: UInt64, _ reports: [DeviceReport]) {
@@ -91,6 +94,7 @@ extension BridgeEngine {
         }
         transport.publish(batch)
         flushAnnouncements(adapterID, generation)
+        groupsSaw(adapterID, reports.map(\.deviceID))
     }
 
     func setStatus(_ adapterID: String, _ generation: UInt64, _ status: AdapterStatus) {

@@ -9,8 +9,9 @@ import Foundation
 /// `bridge/response/<path>` (`BridgeAPI.response`), and on an MQTT 5 client's Response Topic when it gave one.
 extension BridgeEngine {
     func handleRequest(path: String, payload: [UInt8], replyTo: ReplyTo? = nil, origin: RequestOrigin = .mqtt) {
-        // Only an adapter's own requests and the handler's (management) read the body; the bridge's read the
-        // transaction alone. Paths are matched without case (`answer`), so the adapter is looked up so too.
+        // Only an adapter's own requests, the handler's (management) and the groups' and scenes' read the body;
+        // the bridge's read the transaction alone. Paths are matched without case (`answer`), so the adapter is
+        // looked up so too.
         let lower = path.lowercased()
         let parts = lower.split(separator: "/", maxSplits: 1)
         let handled = requestHandler?.handles(lower) == true
@@ -21,7 +22,8 @@ extension BridgeEngine {
             reportError(message, topic: scheme.bridge("request/\(path)"), transaction: nil, resultTopic: nil)
             return
         }
-        switch BridgeAPI.parse(payload, body: handled || parts.count == 2 && entries[String(parts[0])] != nil) {
+        let body = handled || parts.count == 2 && entries[String(parts[0])] != nil || GroupCore.requestPaths.contains(lower)
+        switch BridgeAPI.parse(payload, body: body) {
         case .failure(let e):
             respond(path, .failure(e), transaction: nil, replyTo: replyTo)
             reportError(e.message, topic: scheme.bridge("request/\(path)"), transaction: nil, resultTopic: nil)
@@ -97,6 +99,7 @@ extension BridgeEngine {
             republishAll()
             return ["republished": true]
         default:
+            if let data = try await groupRequest(path: path, body: body) { return data }
             let parts = path.split(separator: "/", maxSplits: 1).map(String.init)
             if parts.count == 2, let entry = entries[parts[0]],
                let data = try await entry.adapter.request(path: parts[1], payload: body, context: entry.hosted.context) {

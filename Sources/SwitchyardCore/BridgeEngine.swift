@@ -23,6 +23,9 @@ public actor BridgeEngine {
     /// What the engine hands an adapter through its queue: a command, a mirror command, a `/get`.
     enum AdapterWork: Sendable {
         case command(DeviceCommand, Reply)
+        /// Commands for several of the adapter's devices, taken in one step (`Adapter.acceptBatch`): a group's
+        /// or a scene's devices of this adapter (BridgeEngine+Groups.swift).
+        case batch([DeviceCommand], [Reply])
         case mirror(path: String, payload: [UInt8], topic: String, replyTo: ReplyTo?)
         case refresh(deviceID: String, topic: String, replyTo: ReplyTo?)
 
@@ -33,6 +36,8 @@ public actor BridgeEngine {
             case .command(let c, let r):
                 return JSONValue.object(c.fields).bytes.count + r.topic.utf8.count + (r.transaction?.bytes.count ?? 0) + r.resultTopic.utf8.count
                     + (r.replyTo?.footprint ?? 0)
+            case .batch(let cs, let rs):
+                return zip(cs, rs).reduce(0) { $0 + JSONValue.object($1.0.fields).bytes.count + $1.1.topic.utf8.count + $1.1.resultTopic.utf8.count }
             case .mirror(let path, let payload, let topic, let replyTo):
                 return payload.count + path.utf8.count + topic.utf8.count + (replyTo?.footprint ?? 0)
             case .refresh(let id, let topic, let replyTo): return id.utf8.count + topic.utf8.count + (replyTo?.footprint ?? 0)
@@ -53,9 +58,12 @@ public actor BridgeEngine {
         let resultTopic: String
         /// An MQTT 5 client's Response Topic and Correlation Data: answered there too.
         let replyTo: ReplyTo?
+        /// A member's part of a group command or scene recall: its outcome goes to that fan-out (keyed so in
+        /// `GroupCore.fanOuts`), which answers once for all its members.
+        var parent: UInt64? = nil
 
-        /// Whether its outcome is published: it gave a transaction, or a Response Topic.
-        var wantsAnswer: Bool { transaction != nil || replyTo != nil }
+        /// Whether its outcome is published (it gave a transaction, or a Response Topic), or handed to its fan-out.
+        var wantsAnswer: Bool { transaction != nil || replyTo != nil || parent != nil }
     }
 
     /// A command with a transaction that has not been answered yet, and the adapter instance it went to.
@@ -198,6 +206,8 @@ public actor BridgeEngine {
     var pacing: [PaceKey: Pace] = [:]
     /// Requests served outside the engine (the management requests: `setRequestHandler`).
     var requestHandler: RequestHandler?
+    /// The groups and scenes the engine serves as its own devices (BridgeEngine+Groups.swift).
+    var groupCore = GroupCore()
     let childJobs: AsyncStream<ChildJob>
     let childJobQueue: AsyncStream<ChildJob>.Continuation
 
@@ -244,6 +254,7 @@ public actor BridgeEngine {
         publishInfo()
         publishDeviceList()
         for a in adapters { startAdapter(a) }
+        startGroups()
         announceBridge()
         await withDiscardingTaskGroup { group in
             group.addTask { await self.healthLoop() }
@@ -373,6 +384,7 @@ public actor BridgeEngine {
             emit(out)
             entries[id] = nil
             adapterOrder.removeAll { $0 == id }
+            groupsRelisted(id)
             if case .drop(let left) = ending {
                 for q in left.waiting { refuse(q.work, "adapter '\(id)' was removed from the config; command dropped") }
                 // Routed again, held commands meet the adapter's absence: "unknown adapter", answered when asked.
@@ -447,6 +459,7 @@ public actor BridgeEngine {
     func settle(_ adapterID: String, _ generation: UInt64) {
         guard let entry = current(adapterID, generation), !entry.life.isSettled else { return }
         release(entry.life.settle(), to: entry)
+        groupsSettled()
         maybeSweep()
     }
 
@@ -561,6 +574,8 @@ public actor BridgeEngine {
             nextTicket += 1
             let reply = Reply(ticket: nextTicket, adapter: adapter, routedAt: clock.now(), topic: topic, transaction: transaction,
                               resultTopic: resultTopic, replyTo: replyTo)
+            // A group's or a scene's command fans out to the members' adapters at once (BridgeEngine+Groups.swift).
+            if groupCore.serves(adapter) { return fanOut(adapter, command, reply) }
             if let entry = entries[adapter] { enqueue(entry, .command(command, reply)) }
         case .refresh(let adapter, let deviceID, let topic, let replyTo):
             if let entry = entries[adapter] { enqueue(entry, .refresh(deviceID: deviceID, topic: topic, replyTo: replyTo)) }
@@ -619,6 +634,7 @@ public actor BridgeEngine {
         case .enqueued:
             entry.hosted.queued.bytes.add(size, ordering: .relaxed)
             if case .command(_, let r) = work { track(r, entry) }
+            if case .batch(_, let rs) = work { for r in rs { track(r, entry) } }
         case .dropped:
             Bounds.hit("command_queue")
             refuse(work, "command queue of adapter '\(adapter)' is full (\(settings.commandQueueLimit)); command dropped")
@@ -631,9 +647,13 @@ public actor BridgeEngine {
     /// Work that will not be carried out: its error, on the result topic when the command asked for one.
     func refuse(_ work: AdapterWork, _ message: String) {
         switch work {
+        case .command(_, let r) where r.parent != nil:
+            answer(r, error: message)
         case .command(_, let r):
             observers.commandFinished(r, ok: false, at: clock.now())
             reportError(message, topic: r.topic, transaction: r.transaction, resultTopic: r.resultTopic, replyTo: r.replyTo)
+        case .batch(_, let rs):
+            for r in rs { answer(r, error: message) }
         case .mirror(_, _, let topic, let replyTo), .refresh(_, let topic, let replyTo):
             reportError(message, topic: topic, transaction: nil, resultTopic: nil, replyTo: replyTo)
         }
@@ -649,6 +669,7 @@ public actor BridgeEngine {
     /// The one result of a command: `ok`, or its error (also on bridge/log). A command answered already
     /// (by `answerLeftovers`, when its adapter stopped) only logs.
     func answer(_ r: Reply, error: String?) {
+        if let parent = r.parent { return memberAnswered(r, parent: parent, error: error) }
         let first = r.wantsAnswer && awaiting.removeValue(forKey: r.ticket) != nil
         // Its outcome is counted once: a command with a transaction (or a Response Topic) when it leaves `awaiting`.
         if first || !r.wantsAnswer { observers.commandFinished(r, ok: error == nil, at: clock.now()) }
@@ -697,6 +718,23 @@ public actor BridgeEngine {
                     await engine.answer(reply, error: failure)
                 } else {
                     engine.observers.commandFinished(reply, ok: true, at: engine.clock.now())
+                }
+            }
+        case .batch(let cmds, let replies):
+            let pending = await adapter.acceptBatch(cmds, context: context)
+            return {
+                await withDiscardingTaskGroup { g in
+                    for (i, r) in replies.enumerated() {
+                        g.addTask {
+                            var failure: String?
+                            if i < pending.count {
+                                do { try await pending[i].wait() } catch { failure = message(of: error, adapter: adapter.id) }
+                            } else {
+                                failure = "adapter '\(adapter.id)' gave no outcome for the command"
+                            }
+                            await engine.answer(r, error: failure)
+                        }
+                    }
                 }
             }
         case .mirror(let path, let payload, let topic, let replyTo):

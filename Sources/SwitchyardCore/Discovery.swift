@@ -108,6 +108,19 @@ public struct DiscoveryBuilder: Sendable {
     /// `switchyard_<base>_<adapter>_`: what every node of one adapter's devices starts with.
     public func nodePrefix(adapter: String) -> String { "\(nodePrefix)\(Naming.normaliseID(adapter))_" }
 
+    /// The entity id Home Assistant makes of a device's main entity when it first sees it
+    /// (`<component>.<object_id>`, as `entries` announces it); nil for a device without one (a sensor).
+    public func mainEntityID(adapter: String, name: String, device d: DeviceDescriptor) -> String? {
+        let component: String
+        switch d.category {
+        case .light: component = "light"
+        case .switch: component = "switch"
+        case .scene: component = "scene"
+        case .sensor, .generic: return nil
+        }
+        return "\(component).\(Naming.slug(name).isEmpty ? Naming.normaliseID(d.id) : Naming.slug(name))"
+    }
+
     static let lightFields: Set<String> = ["state", "brightness", "color", "color_temp", "color_mode", "transition", "effect"]
 
     /// A device's entries with its per-device overrides (`DevicePolicy.HomeAssistant`): every entity's icon and
@@ -174,6 +187,12 @@ public struct DiscoveryBuilder: Sendable {
                 if main { p["name"] = .string(part.name) } else if case .string(let n)? = p["name"] { p["name"] = .string("\(part.name) \(n)") }
             } else if main {
                 p["name"] = .null
+            }
+            // Attributes that do not change with the state (a group's members): a template without a variable
+            // renders as its text, which Home Assistant reads as the entity's attributes at each state.
+            if main, !d.entityAttributes.isEmpty {
+                p["json_attributes_topic"] = .string(stateTopic)
+                p["json_attributes_template"] = .string(String(decoding: JSONValue.object(d.entityAttributes).bytes, as: UTF8.self))
             }
             let shape = Shape(component: component, object: Naming.normaliseID(object))
             out.append(Entry(topic: configTopic(shape, node: node), payload: .object(p), shape: shape))

@@ -1,0 +1,123 @@
+import Foundation
+import Testing
+@testable import SwitchyardCore
+import SwitchyardTestSupport
+
+/// Groups and scenes in the engine over the in-memory transport: a group's command fans out to two adapters
+/// and is answered once, its state follows its members', a member that goes is missing and comes back, a
+/// scene is recalled by request. The same over a real broker with the real upstreams is `GroupBridgeTests`.
+@Suite struct GroupEngineTests {
+    static func ref(_ s: String) -> MemberRef { MemberRef(s)! }
+    static let plug = DeviceDescriptor(id: "plug-1", label: "Plug", configuredName: "plug", category: .switch, capabilities: [.state()])
+
+    static func adapters() -> (ScriptedAdapter, ScriptedAdapter) {
+        let alpha = ScriptedAdapter(id: "alpha", devices: [ScriptedAdapter.lamp("a1", name: "one"), ScriptedAdapter.lamp("a2", name: "two")],
+                                    initial: ["a1": ["state": "OFF", "brightness": 50], "a2": ["state": "ON", "brightness": 90]])
+        let beta = ScriptedAdapter(id: "beta", devices: [plug], initial: ["plug-1": ["state": "OFF"]])
+        return (alpha, beta)
+    }
+
+    static let config = GroupsConfig(groups: [
+        GroupDefinition(name: "all", members: [ref("alpha/one"), ref("group/pair"), ref("beta/plug")]),
+        GroupDefinition(name: "pair", members: [ref("alpha/two"), ref("alpha/one")], stateMode: .all),
+    ], scenes: [
+        SceneDefinition(name: "evening", transition: 1, entries: [
+            .init(member: ref("group/pair"), fields: ["state": "ON", "brightness": 25]),
+            .init(member: ref("beta/plug"), fields: ["state": "OFF"]),
+        ]),
+    ])
+
+    @Test func aGroupCommandReachesEveryMemberAndIsAnsweredOnce() async throws {
+        let (alpha, beta) = Self.adapters()
+        try await InMemoryBridge.with(adapters: [alpha, beta]) { b in
+            await b.engine.setGroups(Self.config)
+            // Derived from the members' first states: one is on (any), the pair is not all on; brightness the mean.
+            try await b.waitForState("group", "all") { $0["state"] == "ON" && $0["brightness"] == 70 }
+            try await b.waitForState("group", "pair") { $0["state"] == "OFF" }
+            #expect(b.last("b/group/all/availability") == "online")
+
+            b.command("group", "all", #"{"state": "ON", "brightness": 30, "transaction": "t1"}"#)
+            let r = try await b.result("group", "all", transaction: "t1")
+            #expect(r == ["status": "ok", "transaction": "t1"])
+            // Each device once, though it is in the group and in its nested pair; the plug has no brightness.
+            #expect(await alpha.commands.sorted { $0.deviceID < $1.deviceID } == [DeviceCommand(deviceID: "a1", fields: ["state": "ON", "brightness": 30]),
+                                                                            DeviceCommand(deviceID: "a2", fields: ["state": "ON", "brightness": 30])])
+            #expect(await beta.commands == [DeviceCommand(deviceID: "plug-1", fields: ["state": "ON"])])
+            try await b.waitForState("group", "pair") { $0["state"] == "ON" && $0["brightness"] == 30 }
+            try await waitUntil("one result") { b.transport.published.filter { $0.topic == "b/group/all/result" }.count == 1 }
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(b.transport.published.filter { $0.topic == "b/group/all/result" }.count == 1)
+
+            // TOGGLE: the group is on, so every member goes off.
+            b.command("group", "all", #"{"state": "TOGGLE", "transaction": "t2"}"#)
+            #expect(try await b.result("group", "all", transaction: "t2")["status"] == "ok")
+            try await b.waitForState("group", "all") { $0["state"] == "OFF" }
+            #expect(await beta.commands.last == DeviceCommand(deviceID: "plug-1", fields: ["state": "OFF"]))
+        }
+    }
+
+    @Test func aMemberThatFailsOrIsMissingMakesItPartialAndTheRestStillGo() async throws {
+        let (alpha, beta) = Self.adapters()
+        try await InMemoryBridge.with(adapters: [alpha, beta]) { b in
+            await b.engine.setGroups(Self.config)
+            try await b.waitForState("group", "all")
+            await beta.setFailure("the plug is unplugged")
+            b.command("group", "all", #"{"state": "ON", "transaction": "p1"}"#)
+            let r = try await b.result("group", "all", transaction: "p1")
+            #expect(r["status"] == "partial")
+            #expect(r["failed"] == [["member": "beta/plug", "error": "the plug is unplugged"]])
+            #expect(r["error"] == "group/all: 1 of 3 members failed: beta/plug: the plug is unplugged")
+            #expect(b.logErrors.contains { $0["message"] == "group/all: 1 of 3 members failed: beta/plug: the plug is unplugged" })
+            try await b.waitForState("alpha", "one") { $0["state"] == "ON" }
+            await beta.setFailure(nil)
+
+            // alpha/two goes (absent from 3 listings): the group keeps it, as missing, and says so.
+            for _ in 0..<3 { await alpha.list([ScriptedAdapter.lamp("a1", name: "one")]) }
+            try await b.waitForState("group", "pair") { $0["members"]?["alpha/two"] == "missing" }
+            b.command("group", "pair", #"{"state": "OFF", "transaction": "p2"}"#)
+            let missing = try await b.result("group", "pair", transaction: "p2")
+            #expect(missing["failed"] == [["member": "alpha/two", "error": "missing: alpha does not list it"]])
+            // It comes back: a member again, commanded again.
+            await alpha.list([ScriptedAdapter.lamp("a1", name: "one"), ScriptedAdapter.lamp("a2", name: "two")])
+            try await b.waitForState("group", "pair") { $0["members"]?["alpha/two"] == "online" }
+            b.command("group", "pair", #"{"state": "OFF", "transaction": "p3"}"#)
+            #expect(try await b.result("group", "pair", transaction: "p3") == ["status": "ok", "transaction": "p3"])
+            #expect(await alpha.commands.last { $0.deviceID == "a2" }?.fields == ["state": "OFF"])
+        }
+    }
+
+    @Test func aSceneIsRecalledByItsTopicAndByRequest() async throws {
+        let (alpha, beta) = Self.adapters()
+        try await InMemoryBridge.with(adapters: [alpha, beta]) { b in
+            await b.engine.setGroups(Self.config)
+            try await b.waitForState("scene", "evening") { $0["members"] == ["group/pair", "beta/plug"] && $0["last_activated"] == .null }
+            b.send("b/bridge/request/scene/recall", #"{"name": "evening", "transition": 0, "transaction": 5}"#)
+            try await b.waitFor("b/bridge/response/scene/recall", #"{"data":{"scene":"evening","status":"ok"},"status":"ok","transaction":5}"#)
+            #expect(await alpha.commands.map(\.fields) == [["state": "ON", "brightness": 25, "transition": 0], ["state": "ON", "brightness": 25, "transition": 0]])
+            #expect(await beta.commands.map(\.fields) == [["state": "OFF"]])
+            try await b.waitForState("scene", "evening") { $0["last_activated"]?.stringValue != nil }
+
+            b.command("scene", "evening", "ACTIVATE")
+            try await waitUntil("the second recall") { await alpha.commands.count == 4 }
+            // The scene's own transition now.
+            #expect(await alpha.commands.last?.fields["transition"] == 1)
+            b.send("b/bridge/request/scene/recall", #"{"name": "nope"}"#)
+            try await b.waitFor("b/bridge/response/scene/recall", #"{"error":"unknown scene 'nope' (scenes: evening)","status":"error"}"#)
+        }
+    }
+
+    @Test func groupsComeAndGoWithTheConfig() async throws {
+        let (alpha, beta) = Self.adapters()
+        try await InMemoryBridge.with(adapters: [alpha, beta]) { b in
+            await b.engine.setGroups(Self.config)
+            try await b.waitForState("group", "pair")
+            await b.engine.setGroups(GroupsConfig(groups: [GroupDefinition(name: "pair", members: [Self.ref("alpha/two")])]))
+            // `all` and the scene are gone (their topics cleared); `pair` has one member now.
+            try await b.waitFor("b/group/all", "")
+            try await b.waitFor("b/scene/evening", "")
+            try await b.waitForState("group", "pair") { $0["members"] == ["alpha/two": "online"] }
+            b.command("scene", "evening", #"{"activate": true, "transaction": "gone"}"#)
+            #expect(try await b.result("scene", "evening", transaction: "gone")["error"]?.stringValue?.hasPrefix("unknown adapter 'scene'") == true)
+        }
+    }
+}
