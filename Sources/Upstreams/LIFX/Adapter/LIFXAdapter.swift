@@ -155,6 +155,76 @@ public actor LIFXAdapter: Adapter {
         return PendingCommand { try await Self.all(waits) }
     }
 
+    /// Commands for several of this adapter's devices at once (a group's or a scene's members, design.md §18):
+    /// lights given the same fields are one command for those lights (`LIFXCommand.Target.lights`), and every
+    /// command is planned as one, so that the cloud gets one request per kind of change for all its lights
+    /// (their ids in one selector, `LIFXHome.selectorsPerRequest` at most) and the LAN one hand-over. Each
+    /// device's outcome is its parts': a cloud request that reached the other lights but none of this
+    /// device's fails it alone. When the plan refuses one of them, or two of them touch one light (a light and
+    /// its LIFX group), each goes alone, so that the rest still go and each refusal names its device.
+    public func acceptBatch(_ commands: [DeviceCommand], context: AdapterContext) async -> [PendingCommand] {
+        self.context = context
+        let lights = commands.map { Set(lightIDs(of: $0.deviceID)) }
+        var touched: Set<String> = []
+        var overlap = false
+        for l in lights {
+            if !touched.isDisjoint(with: l) { overlap = true }
+            touched.formUnion(l)
+        }
+        if !overlap {
+            var planned: [LIFXCommand] = []
+            for c in commands {
+                if home.lights[c.deviceID] != nil,
+                   let i = planned.firstIndex(where: { if case .lights = $0.target { $0.fields == c.fields } else { false } }),
+                   case .lights(let ids) = planned[i].target {
+                    planned[i].target = .lights(ids + [c.deviceID])
+                } else if home.lights[c.deviceID] != nil {
+                    planned.append(LIFXCommand(.lights([c.deviceID]), c.fields))
+                } else {
+                    planned.append(LIFXCommand(c))
+                }
+            }
+            if let parts = try? await carryOutParts(planned) {
+                return zip(commands, lights).map { c, mine in
+                    let waits = mine.isEmpty ? parts : parts.filter { !mine.isDisjoint(with: $0.lights) }
+                    return PendingCommand { try await Self.wait(waits, for: mine) }
+                }
+            }
+        }
+        var out: [PendingCommand] = []
+        for c in commands {
+            do { out.append(try await accept(c, context: context)) } catch { out.append(.failed(error)) }
+        }
+        return out
+    }
+
+    /// Waits for a device's parts of a batch; the first failure is its. A cloud request that succeeded but
+    /// reached none of the device's lights it named fails the device.
+    static func wait(_ parts: [Part], for lights: Set<String>) async throws {
+        var failure: (any Error)?
+        for p in parts {
+            do {
+                try await p.wait()
+                let mine = lights.intersection(p.lights), unreached = p.outcome.unreached
+                if !mine.isEmpty, mine.allSatisfy({ unreached[$0] != nil }) {
+                    throw AdapterError("\(mine.sorted().map { unreached[$0]! }.joined(separator: ", ")) (LIFX did not reach the light)")
+                }
+            } catch {
+                if failure == nil { failure = error }
+            }
+        }
+        if let failure { throw failure }
+    }
+
+    /// The lights a device's command changes: a light's own, a group's or location's, a Ceiling part's
+    /// Ceiling, a scene's.
+    func lightIDs(of deviceID: String) -> [String] {
+        if home.lights[deviceID] != nil { return [deviceID] }
+        if let (serial, _) = LIFXCeilingPart.parse(deviceID) { return [serial] }
+        if deviceID.hasPrefix("scene_"), let s = home.scenes[String(deviceID.dropFirst("scene_".count))] { return home.sceneLights(s) }
+        return (try? home.target(deviceID).lights) ?? []
+    }
+
     /// Returns once `run` has made the transports, the LAN's socket and the cloud's client (those there are)
     /// open.
     func transportsStarted() async {
@@ -216,38 +286,51 @@ public actor LIFXAdapter: Adapter {
     /// new state is published. Returns what the commands wait for. Several commands (`LIFXCommand.Target.lights`,
     /// or a list) are planned as one: one cloud request per kind of change, one LAN hand-over.
     func carryOut(_ commands: [LIFXCommand], deviceID: String? = nil) async throws -> [@Sendable () async throws -> Void] {
+        try await carryOutParts(commands, deviceID: deviceID).map(\.wait)
+    }
+
+    /// One part of a planned command: what it waits for, the lights it concerns, and the outcome the
+    /// transport answers (which says, for a cloud request, the lights it did not reach).
+    struct Part: Sendable {
+        var lights: [String]
+        var outcome: LIFXOutcome
+        var wait: @Sendable () async throws -> Void
+    }
+
+    /// `carryOut`, with each part's lights.
+    func carryOutParts(_ commands: [LIFXCommand], deviceID: String? = nil) async throws -> [Part] {
         if !made.isSignalled || cloud?.opened.isSignalled == false || lan?.opened.isSignalled == false {
             await firstResult(of: { await self.transportsStarted() }, within: Self.startWait, clock: clock, otherwise: ())
         }
         let plan = try home.plan(commands, transports: transports, now: clock.now(), wall: Date(),
                                  defaultTransition: settings.defaultTransition)
         home.take(plan)
-        var waits = await submit(plan.lan)
-        waits += await enqueue(plan.cloud)
+        var parts = await submit(plan.lan)
+        parts += await enqueue(plan.cloud)
         for note in plan.notes { await context?.log(.info, note, deviceID: deviceID) }
         await publish(plan.touched)
         if !plan.activated.isEmpty { await publishScenes(plan.activated.keys.sorted()) }
-        return waits
+        return parts
     }
 
     /// The plan's LAN orders, handed over in one call, each with the outcome its command waits for.
-    func submit(_ orders: [LIFXLANOrder]) async -> [@Sendable () async throws -> Void] {
+    func submit(_ orders: [LIFXLANOrder]) async -> [Part] {
         guard !orders.isEmpty else { return [] }
         let parts = orders.map { LIFXLANSubmission(order: $0, outcome: LIFXOutcome(census)) }
         guard let lan else {
             for p in parts { p.outcome.fail("\(p.order.label) is not reachable on the LAN") }
-            return parts.map { p in { try await p.outcome.wait() } }
+            return parts.map { p in Part(lights: [p.order.serial], outcome: p.outcome) { try await p.outcome.wait() } }
         }
         await lan.submit(parts)
-        return parts.map { p in { try await lan.complete(p.order.serial, p.outcome) } }
+        return parts.map { p in Part(lights: [p.order.serial], outcome: p.outcome) { try await lan.complete(p.order.serial, p.outcome) } }
     }
 
     /// The plan's cloud requests, queued in order in one call.
-    func enqueue(_ orders: [LIFXCloudOrder]) async -> [@Sendable () async throws -> Void] {
+    func enqueue(_ orders: [LIFXCloudOrder]) async -> [Part] {
         guard !orders.isEmpty else { return [] }
         let outcomes = orders.map { _ in LIFXOutcome(census) }
         if let cloud { await cloud.enqueue(Array(zip(orders, outcomes))) } else { for o in outcomes { o.fail("the LIFX cloud is not connected") } }
-        return outcomes.map { o in { try await o.wait() } }
+        return zip(orders, outcomes).map { order, o in Part(lights: order.lights, outcome: o) { try await o.wait() } }
     }
 
     // MARK: what the transports say

@@ -2,17 +2,22 @@ import SwitchyardCore
 import Synchronization
 
 /// The result of one request a command waits for, handed from the transport that sends the request to
-/// the command that waits: resolved once (the first result wins), awaited at most once. It is held by
+/// the command that waits: resolved once (the first result wins), awaited by that command (or by each
+/// member of a group that shares the request, LIFXAdapter.acceptBatch). It is held by
 /// the request it answers and by the waiting command, and by nothing else: when both are done with it,
 /// it is gone, answered or not, so an outcome nobody takes cannot pile up. A wait that is cancelled
-/// ends at once with an error, so a stopping adapter never leaves a command waiting.
+/// ends at once with an error (for every waiter: they are one command, or one group's, stopped together),
+/// so a stopping adapter never leaves a command waiting.
 final class LIFXOutcome: Sendable {
     private enum State {
-        case pending(CheckedContinuation<Void, any Error>?)
+        case pending([CheckedContinuation<Void, any Error>])
         case done(Result<Void, AdapterError>)
     }
 
-    private let state = Locked<State>(.pending(nil))
+    private let state = Locked<State>(.pending([]))
+    /// Lights a request for several did not reach while others accepted it (the request succeeded): by id,
+    /// the words for each (`Kitchen offline`). Set before the outcome is resolved.
+    private let unreachedLights = Locked<[String: String]>([:])
     private let census: LIFXOutcome.Census
 
     init(_ census: LIFXOutcome.Census) {
@@ -26,18 +31,30 @@ final class LIFXOutcome: Sendable {
 
     /// Gives the result; a second one changes nothing.
     func resolve(_ result: Result<Void, AdapterError>) {
-        let waiter: CheckedContinuation<Void, any Error>? = state.withLock { s in
-            guard case .pending(let c) = s else { return nil }
+        let waiters: [CheckedContinuation<Void, any Error>] = state.withLock { s in
+            guard case .pending(let c) = s else { return [] }
             s = .done(result)
             return c
         }
-        switch result {
-        case .success: waiter?.resume()
-        case .failure(let e): waiter?.resume(throwing: e)
+        for w in waiters {
+            switch result {
+            case .success: w.resume()
+            case .failure(let e): w.resume(throwing: e)
+            }
         }
     }
 
     func succeed() { resolve(.success(())) }
+
+    /// A success for the request, with the lights it did not reach.
+    func succeed(unreached: [String: String]) {
+        unreachedLights.withLock { $0 = unreached }
+        resolve(.success(()))
+    }
+
+    /// The lights the request did not reach although it succeeded (`succeed(unreached:)`).
+    var unreached: [String: String] { unreachedLights.withLock { $0 } }
+
     func fail(_ message: String) { resolve(.failure(AdapterError(message))) }
 
     /// The result, once it is given.
@@ -47,7 +64,7 @@ final class LIFXOutcome: Sendable {
                 let done: Result<Void, AdapterError>? = state.withLock { s in
                     switch s {
                     case .done(let r): return r
-                    case .pending: s = .pending(c); return nil
+                    case .pending(let waiting): s = .pending(waiting + [c]); return nil
                     }
                 }
                 switch done {

@@ -211,6 +211,7 @@ actor LIFXCloud {
                 continue
             }
             var failed: [String] = []
+            var unreached: [String: String] = [:]
             var reached: [String: Bool] = [:]
             var revert: [String: LIFXLight.Values] = [:]
             for (lid, status) in result.lights {
@@ -218,6 +219,7 @@ actor LIFXCloud {
                 reached[lid] = ok
                 if !ok {
                     failed.append("\(op.labels[lid] ?? lid) \(status)")
+                    unreached[lid] = "\(op.labels[lid] ?? lid) \(status)"
                     if let v = op.previous[lid] { revert[lid] = v }
                 }
             }
@@ -228,7 +230,8 @@ actor LIFXCloud {
                 for o in op.outcomes { o.fail("\(op.label): \(failed.joined(separator: ", ")) (LIFX did not reach the light)") }
             } else {
                 await report(.log(.warning, "\(op.label): \(failed.joined(separator: ", ")); the other lights accepted the command"))
-                for o in op.outcomes { o.succeed() }
+                // Which lights, for a command that names several devices (a group's members: LIFXAdapter.acceptBatch).
+                for o in op.outcomes { o.succeed(unreached: unreached) }
             }
         }
     }
