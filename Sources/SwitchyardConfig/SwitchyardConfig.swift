@@ -95,6 +95,8 @@ public struct SwitchyardConfig: Sendable, Equatable {
     public var secretValues: [String] = []
     /// Per-device options (`devices:`), by adapter and device name.
     public var deviceOptions: [String: [String: DeviceOptions]] = [:]
+    /// Groups and scenes (`groups:`, `scenes:`).
+    public var groups = GroupsConfig()
     /// The bytes this config was read from (the main file and its changes file), for editing it and for
     /// noticing that the files changed since (`ConfigEditor`). Not part of `==`.
     public var source: ConfigSource?
@@ -104,6 +106,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
     public static func == (a: SwitchyardConfig, b: SwitchyardConfig) -> Bool {
         a.file == b.file && a.stateDir == b.stateDir && a.log == b.log && a.mqtt == b.mqtt && a.homeassistant == b.homeassistant
             && a.healthInterval == b.healthInterval && a.api == b.api && a.web == b.web && a.standby == b.standby && a.deviceOptions == b.deviceOptions
+            && a.groups == b.groups
             && a.upstreams.count == b.upstreams.count
             && zip(a.upstreams, b.upstreams).allSatisfy { $0.isSame(as: $1) }
     }
@@ -227,6 +230,9 @@ public struct SwitchyardConfig: Sendable, Equatable {
         }
         c.deviceOptions = DeviceOptions.read(top.section("devices", doc: "Per-device options, by adapter and stable device id."),
                                              adapters: upstreams.map(\.key))
+        c.groups = GroupsReader.read(groups: top.section("groups", doc: "Groups of devices of any adapter, each a device at <base>/group/<name>."),
+                                     scenes: top.section("scenes", doc: "Scenes, each a device at <base>/scene/<name>: the state each of its devices or groups takes."),
+                                     adapters: upstreams.map(\.key))
         top.finish()
         c.redactedJSON = top.redacted
         c.secretValues = reader.secrets

@@ -26,7 +26,7 @@ struct GroupCore {
     /// replies carry (`Reply.parent`).
     var fanOuts: [UInt64: FanOut] = [:]
     /// The requests that change `groups:` or `scenes:` in the config file: the runtime's (it owns the file).
-    var editor: (@Sendable (String, JSONValue) async throws -> JSONValue)?
+    var editor: (@Sendable (BridgeRequest) async throws -> JSONValue)?
 
     static let ids = [GroupsConfig.groupAdapter, GroupsConfig.sceneAdapter]
     /// What the config-writing requests are called (`bridge/request/<path>`).
@@ -94,7 +94,7 @@ extension BridgeEngine {
     }
 
     /// Sets who carries out the requests that write `groups:` and `scenes:` into the config file.
-    public func setGroupEditor(_ editor: @escaping @Sendable (String, JSONValue) async throws -> JSONValue) {
+    public func setGroupEditor(_ editor: @escaping @Sendable (BridgeRequest) async throws -> JSONValue) {
         groupCore.editor = editor
     }
 
@@ -303,8 +303,9 @@ extension BridgeEngine {
     // MARK: requests
 
     /// `scene/recall` (answered when every device has), and the requests that write the config file (handed
-    /// to the runtime's editor); nil for any other path.
-    func groupRequest(path: String, body: JSONValue) async throws -> JSONValue? {
+    /// to the runtime's editor, with who asked); nil for any other path.
+    func groupRequest(_ req: BridgeRequest) async throws -> JSONValue? {
+        let (path, body) = (req.path, req.body)
         switch path {
         case "scene/recall":
             guard case .string(let name)? = body["name"] else { throw AdapterError("scene/recall needs {\"name\": \"<scene>\"}") }
@@ -324,7 +325,7 @@ extension BridgeEngine {
             guard let editor = groupCore.editor else {
                 throw AdapterError("\(path) writes the config file, and this bridge was started without one")
             }
-            return try await editor(path, body)
+            return try await editor(req)
         default:
             return nil
         }

@@ -39,8 +39,11 @@ extension BridgeEngine {
     func serveRequest(path: String, body: JSONValue, transaction: JSONValue?, replyTo: ReplyTo?, origin: RequestOrigin = .mqtt, size: Int = 0) async {
         let result: Result<JSONValue, AdapterError>
         do {
-            if let handler = requestHandler, handler.handles(path.lowercased()) {
-                result = .success(try await handler.handle(BridgeRequest(path: path.lowercased(), body: body, origin: origin, size: size)))
+            let req = BridgeRequest(path: path.lowercased(), body: body, origin: origin, size: size)
+            if let handler = requestHandler, handler.handles(req.path) {
+                result = .success(try await handler.handle(req))
+            } else if let data = try await groupRequest(req) {
+                result = .success(data)
             } else {
                 result = .success(try await answer(path: path.lowercased(), body: body))
             }
@@ -99,7 +102,6 @@ extension BridgeEngine {
             republishAll()
             return ["republished": true]
         default:
-            if let data = try await groupRequest(path: path, body: body) { return data }
             let parts = path.split(separator: "/", maxSplits: 1).map(String.init)
             if parts.count == 2, let entry = entries[parts[0]],
                let data = try await entry.adapter.request(path: parts[1], payload: body, context: entry.hosted.context) {

@@ -10,15 +10,17 @@ import SwitchyardManage
 import SwitchyardWeb
 
 extension BridgeRuntime {
-    /// Hands the engine the config's manager (`ConfigManager`): it serves `config/reload` (and SIGHUP) and the
-    /// management requests (`ManagementRequests`), one change at a time, each applied by `apply`. The
-    /// engine keeps them; they hold the engine and the console weakly (else the engine, the console and the
-    /// transport would keep each other alive for good). The per-device options apply from the start.
+    /// Hands the engine the config's manager (`ConfigManager`): it serves `config/reload` (and SIGHUP), the
+    /// management requests (`ManagementRequests`) and the requests that write groups and scenes
+    /// (`GroupRequests`), one change at a time, each applied by `apply`. The engine keeps them; they hold the
+    /// engine and the console weakly (else the engine, the console and the transport would keep each other
+    /// alive for good). The per-device options, the groups and the scenes apply from the start.
     @discardableResult
     public static func manage(config: SwitchyardConfig, configPath: String?, upstreams: [any Upstream], engine: BridgeEngine,
                               console: ConsoleService? = nil, logger: Logger, notifier: SystemdNotifier = SystemdNotifier(environment: [:]),
                               environment: [String: String] = ProcessInfo.processInfo.environment) async -> ConfigManager {
         await engine.setDevicePolicies(config.devicePolicies)
+        await engine.setGroups(config.groups)
         let manager = ConfigManager(config: config, path: configPath, upstreams: upstreams, environment: environment,
                                     engine: engine) { [weak engine, weak console] new, old, anew in
             guard let engine else { throw AdapterError("the bridge has stopped") }
@@ -32,12 +34,14 @@ extension BridgeRuntime {
             guard let engine else { throw AdapterError("the bridge has stopped") }
             return try await requests.handle(req, engine: engine)
         }
+        let groups = GroupRequests(manager: manager) { [weak engine] in await engine?.captureScene($0) ?? [] }
+        await engine.setGroupEditor { try await groups.handle($0) }
         return manager
     }
 
     /// Applies a config read anew (a reload, a management change) to the running bridge: only what changed
-    /// restarts (an adapter whose section changed; the console for `web:`), the device options and
-    /// `log.level`, `health.interval` at once; what only a restart of the bridge applies is listed.
+    /// restarts (an adapter whose section changed; the console for `web:`), the device options, the groups
+    /// and scenes, `log.level` and `health.interval` at once; what only a restart of the bridge applies is listed.
     public static func apply(_ new: SwitchyardConfig, old: SwitchyardConfig, engine: BridgeEngine, console: ConsoleService?, logger: Logger,
                              anew: [String: Set<String>] = [:]) async -> AppliedConfig {
         var restart: [String] = []
@@ -65,6 +69,7 @@ extension BridgeRuntime {
         // The options first: a restarted adapter's devices are named and published by the new ones from its first listing.
         await engine.setDevicePolicies(new.devicePolicies, anew: anew)
         await engine.replaceAdapters(start: start, remove: removed)
+        await engine.setGroups(new.groups)
         await engine.setInfo(info(new, restartRequired: restart))
         logger.info("config applied", metadata: ["restart_required": "\(restart)", "adapters_restarted": "\(restarted)"])
         return AppliedConfig(restartRequired: restart, adaptersRestarted: restarted, adaptersRemoved: removed.sorted())

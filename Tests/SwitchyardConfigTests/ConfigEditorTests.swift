@@ -200,7 +200,7 @@ import SwitchyardCore
         } catch let e as ConfigErrors {
             #expect(e.problems.map(\.description).sorted() == [
                 "\(home.changes):2:10: log.level: expected one of trace, debug, info, notice, warning, error, critical, got 'loud'",
-                "\(home.changes):3:1: healthh: unknown key (known here: api, devices, ha, health, homeassistant, imp, lifx, livecoding, log, mqtt, nova, standby, state_dir, virtual, web)",
+                "\(home.changes):3:1: healthh: unknown key (known here: api, devices, groups, ha, health, homeassistant, imp, lifx, livecoding, log, mqtt, nova, scenes, standby, state_dir, virtual, web)",
                 "\(home.config):6:13: health.interval: expected a number (seconds unless the key ends in _ms), got 'fast'",
             ].sorted())
         }
