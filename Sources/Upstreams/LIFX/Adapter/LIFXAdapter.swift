@@ -156,7 +156,8 @@ public actor LIFXAdapter: Adapter {
     }
 
     /// Commands for several of this adapter's devices at once (a group's or a scene's members, design.md §18):
-    /// lights given the same fields are one command for those lights (`LIFXCommand.Target.lights`), and every
+    /// lights given the same fields (and of the same kelvin range) are one command for those lights
+    /// (`LIFXCommand.Target.lights`), and every
     /// command is planned as one, so that the cloud gets one request per kind of change for all its lights
     /// (their ids in one selector, `LIFXHome.selectorsPerRequest` at most) and the LAN one hand-over. Each
     /// device's outcome is its parts': a cloud request that reached the other lights but none of this
@@ -172,16 +173,24 @@ public actor LIFXAdapter: Adapter {
             touched.formUnion(l)
         }
         if !overlap {
+            // Lights are put together only with the same kelvin range: a command for several lights takes the
+            // range they share, and each light is to be clamped to its own.
             var planned: [LIFXCommand] = []
+            var ranges: [ClosedRange<Int>?] = []
             for c in commands {
-                if home.lights[c.deviceID] != nil,
-                   let i = planned.firstIndex(where: { if case .lights = $0.target { $0.fields == c.fields } else { false } }),
+                let range = home.lights[c.deviceID]?.caps.kelvinRange
+                if range != nil,
+                   let i = planned.indices.first(where: { i in
+                       if case .lights = planned[i].target { planned[i].fields == c.fields && ranges[i] == range } else { false }
+                   }),
                    case .lights(let ids) = planned[i].target {
                     planned[i].target = .lights(ids + [c.deviceID])
-                } else if home.lights[c.deviceID] != nil {
+                } else if range != nil {
                     planned.append(LIFXCommand(.lights([c.deviceID]), c.fields))
+                    ranges.append(range)
                 } else {
                     planned.append(LIFXCommand(c))
+                    ranges.append(nil)
                 }
             }
             if let parts = try? await carryOutParts(planned) {
