@@ -227,6 +227,10 @@ let package = Package(
             "LIFXAdapter", "LIFXSimulators", "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardHTTP",
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
+        // Groups and scenes across upstreams over a real broker: the simulators and lifx-emulator, in-process and as the daemon.
+        .testTarget(name: "GroupTests", dependencies: [
+            "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardConfig", "SwitchyardCLI", "LIFXSimulators", "ImpSimulators",
+        ], swiftSettings: strict),
         .testTarget(name: "FuzzCorpusTests", dependencies: ["SwitchyardFuzz", "SwitchyardCore"], path: "Tests/Fuzz",
                     exclude: ["corpus"], swiftSettings: strict),
         .testTarget(name: "SwitchyardIntegrationTests", dependencies: [
