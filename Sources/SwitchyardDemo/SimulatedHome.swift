@@ -137,6 +137,19 @@ public final class SimulatedHome: @unchecked Sendable {
         nova:
           default_timeout_ms: \(t.novaTimeoutMs)
           names: {"D0:39:72:00:00:01": key_light, "D0:39:72:00:00:02": fill_light}
+        groups:
+          downstairs:
+            members: [virtual/kitchen, virtual/fan, lifx/kitchen, lifx/lounge_left, lifx/lounge_right, lifx/desk, imp/hall_clock, group/porch]
+          porch:
+            members: [lifx/porch, virtual/hall/lamp]
+            state_mode: all
+        scenes:
+          movie:
+            transition: 1
+            states:
+              group/downstairs: {state: OFF}
+              lifx/lounge_left: {state: ON, brightness: 20, color: {h: 240, s: 100}}
+              virtual/hall/lamp: {state: ON, brightness: 35, color_temp: 2700}
         """
     }
 

@@ -119,6 +119,10 @@ struct Demo: AsyncParsableCommand {
           mosquitto_pub\(p) -t \(b)/nova/fill_light/set -m '{"connect": true}'    # max_flashes 1: key_light stays, fill_light joins by hand
           mosquitto_pub\(p) -t \(b)/bridge/request/nova/scan -m '{"enabled": false}'
 
+          mosquitto_pub\(p) -t \(b)/group/downstairs/set -m '{"state": "ON", "brightness": 40, "transaction": "g1"}'   # virtual, LIFX cloud and LAN, Imp at once
+          mosquitto_pub\(p) -t \(b)/scene/movie/set -m ACTIVATE
+          mosquitto_pub\(p) -t \(b)/bridge/request/scene/store -m '{"name": "evening", "members": ["group/downstairs", "lifx/candle"]}'   # written into the config
+
         The demo's config is \(configPath) (removed when the demo ends): edit it, then reload it;
         adapter sections apply at once, and only the adapters whose section changed restart:
 

@@ -47,7 +47,7 @@ def wait(predicate, what, timeout=15.0):
         except Exception as e:  # the page is still drawing
             last = e
         time.sleep(0.05)
-    raise AssertionError(f"timed out: {what} (last: {last!r})")
+    raise AssertionError(f"timed out: {what() if callable(what) else what} (last: {last!r})")
 
 
 def steady(read, tries=5):
@@ -232,6 +232,8 @@ def run(driver):
     check(True, "the name and availability filters")
     driver.find_element(By.CSS_SELECTOR, "#filter-availability option[value='']").click()
 
+    groups(driver)
+
     # A device page: capabilities, topics with ready-to-copy lines, Home Assistant discovery entities.
     driver.get(ARGS.url + "/#/device/lifx/shelf_strip")
     detail = wait(lambda: driver.find_element(By.ID, "device-detail").text, "the device page")
@@ -388,6 +390,82 @@ def management(driver):
     press(driver, by_name(driver, "fan remove apply"))
     wait(lambda: retained(f"{base}/bridge/devices/virtual/fan") == "", "the fan is gone from the broker", timeout=30)
     check("name: fan" not in file_text(), "the fan left the config file")
+
+
+def click(driver, element):
+    """Clicks `element` once it is scrolled into the middle of the window (the sticky header covers the top)."""
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+    element.click()
+    return element
+
+
+def card_members(driver, key):
+    return driver.execute_script(f"""return [...document.querySelectorAll('article.card[data-key="{key}"] .members li')]
+        .map((li) => [li.dataset.member, li.dataset.availability])""")
+
+
+def groups(driver):
+    """Groups and scenes: listed with the devices, a group's card with its members and their availability, a group
+    switched from its card, and a group and a scene made, edited, recalled and removed from the page."""
+    base = ARGS.base
+    # Read together (the reload above took the fan and the clock away and brought them back).
+    def same():
+        shown, members = card_members(driver, "group/downstairs"), state("group/downstairs").get("members", {})
+        return (shown, members) if dict(shown) == members and set(members.values()) == {"online"} else None
+    shown, members = wait(same, "the group's card lists its members, all online", timeout=30)
+    check(len(shown) == 8 and dict(shown) == members,
+          f"the group's card lists its 8 members with the availability its state says: {shown}")
+    check(steady(lambda: [m for m, _ in card_members(driver, "scene/movie")]) == ["group/downstairs", "lifx/lounge_left", "virtual/hall/lamp"],
+          "the scene's card lists what it sets")
+    # Switched from its card: the group's members follow, on the broker.
+    want = "OFF" if state("group/downstairs").get("state") == "ON" else "ON"
+    click(driver, by_name(driver, "downstairs power"))
+    wait(lambda: state("virtual/fan").get("state") == want and state("lifx/desk").get("state") == want, f"the group's members {want}")
+    wait(lambda: state("group/downstairs").get("state") == want, f"the group {want}")
+    check(True, "the group's power switch switched its members")
+
+    # A group made from the page, its members picked from the device list.
+    click(driver, driver.find_element(By.CSS_SELECTOR, "#groups-editor summary"))
+    by_name(driver, "group name").send_keys("browser_group")
+    by_name(driver, "find group members").send_keys("kitchen")
+    click(driver, by_name(driver, "group member virtual/kitchen"))
+    click(driver, by_name(driver, "group member lifx/kitchen"))
+    click(driver, by_name(driver, "save group"))
+    wait(lambda: set(state("group/browser_group").get("members", {})) == {"virtual/kitchen", "lifx/kitchen"},
+         lambda: f"the new group ({driver.find_element(By.ID, 'group-result').text!r})")
+    check("group/add: done" in driver.find_element(By.ID, "group-result").text, "the page says the group was made")
+    if ARGS.demo_config:
+        check("browser_group:" in open(ARGS.demo_config, encoding="utf-8").read(), "the group is written into the config file")
+    # Edited from its card: the form shows it; one member out, another in.
+    click(driver, wait(lambda: steady(lambda: by_name(driver, "browser_group edit")), "the new group's card"))
+    check(by_name(driver, "group name").get_attribute("value") == "browser_group"
+          and by_name(driver, "group member virtual/kitchen").is_selected(), "the form shows the group to edit")
+    by_name(driver, "find group members").send_keys(Keys.CONTROL, "a", Keys.BACKSPACE)   # typed away: clear() fires no input event
+    click(driver, by_name(driver, "group member lifx/kitchen"))
+    click(driver, by_name(driver, "group member virtual/fan"))
+    click(driver, by_name(driver, "save group"))
+    wait(lambda: set(state("group/browser_group").get("members", {})) == {"virtual/kitchen", "virtual/fan"},
+         lambda: f"the group edited ({driver.find_element(By.ID, 'group-result').text!r})")
+    check(True, "a group edited from the page")
+
+    # A scene stored from the page, recalled, removed.
+    by_name(driver, "scene name").send_keys("browser_scene")
+    by_name(driver, "find scene members").send_keys("browser")
+    click(driver, by_name(driver, "scene member group/browser_group"))
+    by_name(driver, "scene transition").send_keys("0")
+    click(driver, by_name(driver, "store scene"))
+    wait(lambda: state("scene/browser_scene").get("members") == ["group/browser_group"], "the new scene")
+    shot(driver, "console-groups.png")
+    click(driver, by_name(driver, "recall scene"))
+    wait(lambda: "scene/recall: done" in driver.find_element(By.ID, "scene-result").text, "the recall answered")
+    click(driver, by_name(driver, "remove scene"))
+    wait(lambda: retained(f"{base}/scene/browser_scene") == "", "the scene removed")
+    by_name(driver, "group name").clear()
+    by_name(driver, "group name").send_keys("browser_group")
+    click(driver, by_name(driver, "remove group"))
+    wait(lambda: retained(f"{base}/group/browser_group") == "", "the group removed")
+    check(True, "a scene stored, recalled and removed, and the group removed, from the page")
+    driver.execute_script("window.scrollTo(0, 0)")   # the views that follow keep the scroll of this one
 
 
 def metrics():

@@ -271,12 +271,13 @@ function card(d, key) {
     const ctl = control(d, c);
     if (ctl) { controls.append(ctl.node); updates.push(ctl.update); }
   }
+  const members = memberList(d);
   const node = el('article', { class: 'card', 'data-key': key, 'aria-label': spoken(d) },
     el('header', {},
       el('h4', {}, el('a', { href: `#/device/${key}`, text: d.name })),
       details?.label && details.label !== d.name ? el('span', { class: 'meta', text: details.label }) : null,
-      badge),
-    meta, state, controls);
+      badge, editButton(d)),
+    meta, state, members?.node, controls);
   const update = () => {
     const s = S.states.get(key) ?? {};
     const a = S.avail.get(key) ?? 'unknown';
@@ -291,6 +292,7 @@ function card(d, key) {
     state.textContent = Object.entries(s).filter(([k, v]) => !hidden.has(k) && typeof v !== 'object')
       .map(([k, v]) => `${k}: ${v}`).join('  ');
     for (const u of updates) u(s);
+    members?.update(s);
   };
   return { card: node, update };
 }
@@ -934,3 +936,126 @@ $('ha-filter').addEventListener('input', renderHA);
 for (const b of document.querySelectorAll('[data-request]')) b.addEventListener('click', () => request(b.dataset.request, b));
 show();
 connect();
+
+// ---- groups and scenes ---------------------------------------------------------------------------
+// A group's card lists its members with their availability (from the group's state, which the bridge
+// derives); a group and a scene are made and edited with the bridge's requests (group/add, group/members/…,
+// scene/store, …: docs/topics.md "Groups and scenes"), which write the config file.
+
+/// A group's members (each with its availability) or a scene's, on its card; null for any other device.
+function memberList(d) {
+  if (d.adapter !== 'group' && d.adapter !== 'scene') return null;
+  const list = el('ul', { class: 'members', 'aria-label': `${d.adapter} ${d.name} members` });
+  const update = (s) => {
+    const entries = d.adapter === 'group' ? Object.entries(s.members ?? {}) : (s.members ?? []).map((m) => [m, null]);
+    list.replaceChildren(...entries.map(([m, a]) => el('li', { 'data-member': m, 'data-availability': a ?? '' },
+      el('a', { href: `#/device/${m}`, text: m }), a ? el('span', { class: `badge ${a}`, text: a }) : null)));
+  };
+  return { node: list, update };
+}
+
+function editButton(d) {
+  if (d.adapter !== 'group' && d.adapter !== 'scene') return null;
+  return el('button', { type: 'button', class: 'edit', 'aria-label': `${spoken(d)} edit`, text: 'Edit', onclick: () => edit(d.adapter, d.name) });
+}
+
+/// Fills the group's or the scene's form with what the config says of it (bridge/info) and opens the editor.
+function edit(kind, name) {
+  const editor = $('groups-editor');
+  editor.open = true;
+  const config = S.info?.config ?? {};
+  if (kind === 'group') {
+    const g = config.groups?.[name] ?? {};
+    $('group-name').value = name;
+    $('group-mode').value = g.state_mode ?? 'any';
+    pickers.group.set(new Set(g.members ?? []));
+    $('group-name').focus();
+  } else {
+    const sc = config.scenes?.[name] ?? {};
+    $('scene-name').value = name;
+    $('scene-transition').value = sc.transition ?? '';
+    pickers.scene.set(new Set(Object.keys(sc.states ?? {})));
+    $('scene-name').focus();
+  }
+}
+
+/// A list of checkboxes, one per device (and group), with a filter: what a group or a scene is made of.
+function picker(kind) {
+  const box = $(`${kind}-members`);
+  const find = el('input', { type: 'search', placeholder: 'kitchen', 'aria-label': `find ${kind} members`, autocomplete: 'off' });
+  const list = el('div', { class: 'picks' });
+  box.append(el('label', {}, 'Find ', find), list);
+  let chosen = new Set();
+  const draw = () => {
+    const q = find.value.trim().toLowerCase();
+    const keys = S.list.filter((d) => d.adapter !== 'scene' && !S.mirrors.includes(d.adapter)).map((d) => `${d.adapter}/${d.name}`);
+    for (const k of chosen) if (!keys.includes(k)) keys.push(k);   // kept though not listed now (shown as missing on its card)
+    list.replaceChildren(...keys.filter((k) => !q || k.toLowerCase().includes(q) || chosen.has(k)).map((k) => {
+      const c = el('input', { type: 'checkbox', value: k, 'aria-label': `${kind} member ${k}`, onchange: () => { if (c.checked) chosen.add(k); else chosen.delete(k); } });
+      c.checked = chosen.has(k);
+      return el('label', { class: 'pick' }, c, ` ${k}`);
+    }));
+  };
+  find.addEventListener('input', draw);
+  return { draw, set: (s) => { chosen = s; draw(); }, get: () => [...chosen] };
+}
+
+const pickers = {};
+
+/// Sends one bridge request; `out` shows its answer. Resolves to whether it went well.
+function ask(path, body, out) {
+  return new Promise((resolve) => {
+    out.textContent = `${path}…`;
+    command(`${S.base}/bridge/request/${path}`, body, (r) => {
+      const ok = r.status === 'ok';
+      out.textContent = ok ? `${path}: done` : `${path}: ${r.error ?? r.status}`;
+      out.classList.toggle('bad', !ok);
+      resolve(ok);
+    });
+  });
+}
+
+async function saveGroup(e) {
+  e.preventDefault();
+  const out = $('group-result');
+  const name = $('group-name').value.trim();
+  const members = pickers.group.get();
+  const existing = S.info?.config?.groups?.[name];
+  if (!name) { out.textContent = 'a group needs a name'; return; }
+  if (!existing) { await ask('group/add', { name, members, state_mode: $('group-mode').value }, out); return; }
+  const had = existing.members ?? [];
+  const add = members.filter((m) => !had.includes(m)), drop = had.filter((m) => !members.includes(m));
+  if (add.length && !(await ask('group/members/add', { group: name, members: add }, out))) return;
+  if (drop.length && !(await ask('group/members/remove', { group: name, members: drop }, out))) return;
+  if (!add.length && !drop.length) out.textContent = 'nothing changed (the state mode is set when a group is made)';
+}
+
+async function saveScene(e) {
+  e.preventDefault();
+  const out = $('scene-result');
+  const name = $('scene-name').value.trim();
+  const members = pickers.scene.get();
+  if (!name) { out.textContent = 'a scene needs a name'; return; }
+  const body = { name };
+  if (members.length) body.members = members;
+  const t = $('scene-transition').value;
+  if (t !== '') body.transition = Number(t);
+  await ask('scene/store', body, out);
+}
+
+function groupsEditor() {
+  pickers.group = picker('group');
+  pickers.scene = picker('scene');
+  $('groups-editor').addEventListener('toggle', () => { pickers.group.draw(); pickers.scene.draw(); });
+  $('group-form').addEventListener('submit', saveGroup);
+  $('scene-form').addEventListener('submit', saveScene);
+  $('group-remove').addEventListener('click', () => ask('group/remove', { name: $('group-name').value.trim() }, $('group-result')));
+  $('scene-remove').addEventListener('click', () => ask('scene/remove', { name: $('scene-name').value.trim() }, $('scene-result')));
+  $('scene-recall').addEventListener('click', () => {
+    const body = { name: $('scene-name').value.trim() };
+    const t = $('scene-transition').value;
+    if (t !== '') body.transition = Number(t);
+    ask('scene/recall', body, $('scene-result'));
+  });
+}
+groupsEditor();
