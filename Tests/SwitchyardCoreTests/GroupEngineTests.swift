@@ -120,4 +120,50 @@ import SwitchyardTestSupport
             #expect(try await b.result("scene", "evening", transaction: "gone")["error"]?.stringValue?.hasPrefix("unknown adapter 'scene'") == true)
         }
     }
+    /// The soak's group invariant (`GroupWatch`) over everything the engine published while members changed,
+    /// went offline and came back: each group state is what the members' states published before it make it.
+    /// And the watch itself catches a state that is not, and a partial naming a device the group does not reach.
+    @Test func everyGroupStatePublishedIsWhatItsMembersSay() async throws {
+        let (alpha, beta) = Self.adapters()
+        let watched: [String: GroupWatch.Group] = ["group/all": .init(leaves: ["alpha/one", "alpha/two", "beta/plug"]),
+                                                   "group/pair": .init(leaves: ["alpha/two", "alpha/one"], mode: "all")]
+        try await InMemoryBridge.with(adapters: [alpha, beta]) { b in
+            await b.engine.setGroups(Self.config)
+            try await b.waitForState("group", "all")
+            for (i, level) in [10, 80, 35, 60].enumerated() {
+                b.command("group", i % 2 == 0 ? "pair" : "all", #"{"state": "ON", "brightness": \#(level), "transaction": "w\#(i)"}"#)
+                _ = try await b.result("group", i % 2 == 0 ? "pair" : "all", transaction: "w\(i)")
+            }
+            await alpha.report([DeviceReport("a2", fields: ["state": "OFF", "brightness": 5], available: false)])
+            await beta.push("plug-1", ["state": "OFF"])
+            await alpha.report([DeviceReport("a1", fields: ["brightness": 99]), DeviceReport("a2", available: true)])
+            try await b.waitForState("group", "all") { $0["brightness"] == 52 }
+            var watch = GroupWatch(groups: watched)
+            var breaches: [String] = []
+            for p in b.transport.published where p.topic.hasPrefix("b/") {
+                if let x = watch.see(rel: String(p.topic.dropFirst(2)), payload: Array(p.payload.utf8)) { breaches.append(x) }
+            }
+            #expect(breaches.isEmpty, "\(breaches)")
+            #expect(watch.checked >= 8)
+        }
+        // The watch: a group ON whose members are all OFF; brightness not their mean; a stranger in a partial.
+        var w = GroupWatch(groups: watched)
+        for (rel, payload) in [("alpha/one", #"{"state":"OFF","brightness":10}"#), ("alpha/two", #"{"state":"OFF","brightness":20}"#),
+                               ("beta/plug", #"{"state":"OFF"}"#), ("alpha/one/availability", "online"), ("alpha/two/availability", "online"),
+                               ("beta/plug/availability", "online")] {
+            #expect(w.see(rel: rel, payload: Array(payload.utf8)) == nil)
+        }
+        #expect(w.see(rel: "group/all", payload: Array(#"{"state":"OFF","brightness":15}"#.utf8)) == nil)
+        #expect(w.see(rel: "group/all", payload: Array(#"{"state":"ON","brightness":15}"#.utf8)) != nil)
+        #expect(w.see(rel: "group/all", payload: Array(#"{"state":"OFF","brightness":20}"#.utf8)) != nil)
+        // Offline members do not count while one is online.
+        _ = w.see(rel: "alpha/one/availability", payload: Array("offline".utf8))
+        #expect(w.see(rel: "group/all", payload: Array(#"{"state":"OFF","brightness":20}"#.utf8)) == nil)
+        let partial = Array(#"{"status":"partial","failed":[{"member":"gamma/x","error":"e"}],"transaction":"t"}"#.utf8)
+        #expect(w.failed(group: "group/all", result: partial).breach != nil)
+        let fine = Array(#"{"status":"partial","failed":[{"member":"beta/plug","error":"unplugged"}],"transaction":"t"}"#.utf8)
+        #expect(w.failed(group: "group/all", result: fine) == (["beta/plug"], nil))
+        #expect(GroupWatch.failedInLog("group/all: 2 of 3 members failed: beta/plug: the plug is unplugged; alpha/two: x; y") == ["beta/plug", "alpha/two"])
+        #expect(GroupWatch.failedInLog("lifx: something else") == nil)
+    }
 }

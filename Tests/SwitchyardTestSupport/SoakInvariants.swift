@@ -168,3 +168,97 @@ public struct ManagementWatch: Sendable {
 
     public var unmet: [String] { expected }
 }
+
+/// Groups (design.md §20): a group's state is what its devices' last published states and availability make
+/// it, and a group's command is answered with its members' outcomes: `ok`, or `partial` naming only devices
+/// the group reaches, each failed for a reason the schedule gives (the caller judges the adapters named).
+public struct GroupWatch: Sendable {
+    public struct Group: Sendable {
+        /// The devices the group reaches (`adapter/name`), nested groups flattened, in the group's order.
+        public var leaves: [String]
+        /// `any` or `all`.
+        public var mode: String
+        public init(leaves: [String], mode: String = "any") {
+            self.leaves = leaves
+            self.mode = mode
+        }
+    }
+
+    /// By the group's topic relative to the base (`group/downstairs`).
+    public let groups: [String: Group]
+    var states: [String: JSONValue] = [:]
+    var availability: [String: String] = [:]
+    /// Group states compared with their members'.
+    public private(set) var checked = 0
+
+    public init(groups: [String: Group]) { self.groups = groups }
+
+    /// A message under the base (`rel` relative to it). Devices' states and availability are kept; a group's
+    /// state is judged against them: its `state` (any member on, or all, among those online; all of them
+    /// when none is) and `brightness` (their mean). Not judged while a device it reaches has no state or
+    /// availability seen yet (the first moments, or after a broker restart lost the retained topics).
+    public mutating func see(rel: String, payload: [UInt8]) -> String? {
+        if rel.hasSuffix("/availability") {
+            availability[String(rel.dropLast("/availability".count))] = String(decoding: payload, as: UTF8.self)
+            return nil
+        }
+        guard !payload.isEmpty, let state = try? JSONValue.parse(payload) else {
+            states[rel] = nil
+            return nil
+        }
+        guard let g = groups[rel] else {
+            if state.objectValue != nil { states[rel] = state }
+            return nil
+        }
+        var seen: [(on: Bool?, brightness: Double?, online: Bool)] = []
+        for leaf in g.leaves {
+            guard let s = states[leaf], let a = availability[leaf] else { return nil }
+            let word = (s["state"] ?? s["power"])?.stringValue
+            seen.append((word.map { $0.uppercased() == "ON" }, s["brightness"]?.doubleValue, a == "online"))
+        }
+        let online = seen.filter(\.online)
+        let use = online.isEmpty ? seen : online
+        let on = use.compactMap(\.on)
+        let lit = g.mode == "all" ? !on.isEmpty && !on.contains(false) : on.contains(true)
+        guard let s = state["state"]?.stringValue else { return nil }
+        checked += 1
+        if s != (lit ? "ON" : "OFF") {
+            return "\(rel) is \(s) although its members say \(lit ? "ON" : "OFF") (\(g.mode): \(use.map { $0.on.map { $0 ? "ON" : "OFF" } ?? "-" }))"
+        }
+        let levels = use.compactMap(\.brightness)
+        if let b = state["brightness"]?.doubleValue, !levels.isEmpty {
+            let mean = (levels.reduce(0, +) / Double(levels.count)).rounded()
+            if b != mean { return "\(rel) has brightness \(JSONValue.format(b)) although its members' mean is \(JSONValue.format(mean)) (\(levels))" }
+        }
+        return nil
+    }
+
+    /// The devices a group's result says failed (`partial`), and a breach when it names one the group does
+    /// not reach, or is neither `ok` nor `partial` nor a refusal of the whole command (`error`).
+    public func failed(group rel: String, result payload: [UInt8]) -> (members: [String], breach: String?) {
+        guard let j = try? JSONValue.parse(payload), let g = groups[rel] else { return ([], nil) }
+        switch j["status"]?.stringValue {
+        case "ok", "error": return ([], nil)
+        case "partial":
+            let members = (j["failed"]?.arrayValue ?? []).compactMap { $0["member"]?.stringValue }
+            if members.isEmpty { return ([], "\(rel): partial without a failed member: \(String(decoding: payload, as: UTF8.self))") }
+            if let stranger = members.first(where: { !g.leaves.contains($0) }) {
+                return (members, "\(rel): partial naming \(stranger), which it does not reach")
+            }
+            return (members, nil)
+        default:
+            return ([], "\(rel): a result that is neither ok, partial nor error: \(String(decoding: payload, as: UTF8.self))")
+        }
+    }
+
+    /// The devices a group's (or scene's) error line on bridge/log names as failed
+    /// (`group/<name>: N of M members failed: a/b: …; c/d: …`); nil for any other line.
+    public static func failedInLog(_ message: String) -> [String]? {
+        guard let r = message.range(of: " members failed: ") else { return nil }
+        return message[r.upperBound...].components(separatedBy: "; ").compactMap { part in
+            guard let colon = part.range(of: ": ") else { return nil }
+            let member = String(part[..<colon.lowerBound])
+            return member.contains("/") ? member : nil
+        }
+    }
+}
