@@ -21,7 +21,7 @@ actor SoakChecker {
     var states: Set<String> = []
     var later: [(rel: String, payload: String, by: Double, because: String)] = []
     var samples: [(t: Double, threads: Double, fds: Double, rss: Double)] = []
-    var counts = (messages: 0, errorsProvoked: 0, removals: 0, lostWithBroker: 0, resultsError: 0)
+    var counts = (messages: 0, errorsProvoked: 0, removals: 0, lostWithBroker: 0, resultsError: 0, partial: 0)
     var console = ConsoleWatch()
     var management = ManagementWatch()
     /// `label` of each device's details (`bridge/devices/<adapter>/<name>`), by `adapter/name`.
@@ -30,6 +30,9 @@ actor SoakChecker {
     var cleared: Set<String> = []
     /// Responses to the schedule's management requests, by their transaction (`m…`).
     var responses: [String: String] = [:]
+
+    /// The demo's groups and scene: their states against their members', their results' failed members.
+    var groups = GroupWatch(groups: SoakRun.groups)
 
     init(base: String, started: Date, say: @escaping @Sendable (String) -> Void) {
         self.base = base
@@ -55,9 +58,17 @@ actor SoakChecker {
         if let b = discovery.see(topic: m.topic, payload: payload, retain: m.retain) { breach(b) }
         guard m.topic.hasPrefix(base + "/") else { return }
         let rel = String(m.topic.dropFirst(base.count + 1))
+        // Not judged around a broker restart: the retained topics come back in the order the broker gives them.
+        if let b = groups.see(rel: rel, payload: payload), !inBrokerWindow(now) { breach(b) }
         if rel.hasSuffix("/result") {
             if let b = ledger.result(payload, redeliveryPossible: inBrokerWindow(now)) { breach(b) }
             if m.payload.contains(#""status":"error""#) { counts.resultsError += 1 }
+            let (failed, b) = groups.failed(group: String(rel.dropLast("/result".count)), result: payload)
+            if let b { breach(b) }
+            if !failed.isEmpty { counts.partial += 1 }
+            for member in failed where !provoked(member, at: now) {
+                breach("\(rel): \(member) failed with no fault of its upstream under way: \(m.payload)")
+            }
         } else if rel.hasSuffix("/availability") {
             availability[String(rel.dropLast("/availability".count))] = m.payload
         } else if rel == "bridge/log" {
@@ -96,6 +107,14 @@ actor SoakChecker {
         if message.contains("clashes with another device") { breach("published under a second name: \(message)") }
         guard j["level"] == "error" else { return }
         if message.contains("unknown device 'nosuch'") { return }
+        // A group's or scene's members that failed: provoked when each one's upstream is in a fault.
+        if let failed = GroupWatch.failedInLog(message) {
+            if !failed.isEmpty, failed.allSatisfy({ provoked($0, at: now) }) {
+                counts.errorsProvoked += 1
+                return
+            }
+            return breach("unprovoked error on bridge/log: \(message)")
+        }
         var keys = ["broker"]
         if case .string(let topic)? = j["topic"], topic.hasPrefix(base + "/") {
             keys.append(String(topic.dropFirst(base.count + 1).prefix { $0 != "/" }))
@@ -119,6 +138,13 @@ actor SoakChecker {
     func response(_ transaction: String) -> String? { responses[transaction] }
     /// Renames asked for that never showed (checked at the end).
     func checkManagement() { for r in management.unmet { breach("a rename asked for never showed on bridge/event: \(r)") } }
+
+    /// Whether a device's failure (`adapter/name`) at `t` is one the schedule gives: its adapter's fault, a
+    /// reload (which restarts every adapter) or a broker restart.
+    func provoked(_ device: String, at t: Double) -> Bool {
+        let adapter = String(device.prefix { $0 != "/" })
+        return [adapter, "reload", "broker"].contains { k in (windows[k] ?? []).contains { t >= $0.from && t <= ($0.until ?? .infinity) } }
+    }
 
     func faultBegins(_ key: String, _ what: String) {
         windows[key, default: []].append((now, nil))
@@ -184,7 +210,7 @@ actor SoakChecker {
         }
     }
 
-    /// The console's invariants (docs/testing.md 8–10): not ready only for a reason the schedule gives (the
+    /// The console's invariants (docs/testing.md 9–11): not ready only for a reason the schedule gives (the
     /// broker in its window; an adapter in its fault window or a reload's), `/metrics` readable and no counter
     /// going backwards, the page's WebSocket open all along and its frames bounded.
     func console(readyz: (Int, String)?, metrics: String?, pageEnded: String?, largestFrame: Int) {
@@ -227,6 +253,8 @@ actor SoakChecker {
             .init(name: "commands sent around a broker restart, result not seen", value: Double(counts.lostWithBroker), unit: ""),
             .init(name: "results delivered again after a broker restart (QoS 1)", value: Double(ledger.redelivered), unit: ""),
             .init(name: "errors on bridge/log provoked by the schedule", value: Double(counts.errorsProvoked), unit: ""),
+            .init(name: "group and scene results partial, each failure in a fault window", value: Double(counts.partial), unit: ""),
+            .init(name: "group states compared with their members'", value: Double(groups.checked), unit: ""),
             .init(name: "devices removed (all by a reload that dropped them)", value: Double(counts.removals), unit: ""),
             .init(name: "LIFX outcomes not taken, highest in bridge/health", value: Double(outcomes.highest), unit: ""),
             .init(name: "console: /readyz ready / not ready (explained) samples", value: Double(console.ready), unit: ""),

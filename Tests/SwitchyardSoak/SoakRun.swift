@@ -298,6 +298,15 @@ public enum SoakRun {
         }
     }
 
+    /// The demo's groups and its scene (Sources/SwitchyardDemo/SimulatedHome.swift), as `GroupWatch` judges
+    /// them: what each reaches.
+    static let groups: [String: GroupWatch.Group] = {
+        let porch = ["lifx/porch", "virtual/hall/lamp"]
+        let downstairs = ["virtual/kitchen", "virtual/fan", "lifx/kitchen", "lifx/lounge_left", "lifx/lounge_right", "lifx/desk", "imp/hall_clock"] + porch
+        return ["group/downstairs": .init(leaves: downstairs), "group/porch": .init(leaves: porch, mode: "all"),
+                "scene/movie": .init(leaves: downstairs)]
+    }()
+
     /// Steady commands, each with a transaction, over every adapter that takes commands (and one unknown
     /// device, which must be answered too). Paused around broker restarts (a publisher offline cannot send).
     static func commands(_ o: SoakOptions, probe: MQTTProbe, base: String, checker: SoakChecker, until end: Date) async {
@@ -312,6 +321,8 @@ public enum SoakRun {
             ("nova/key_light", { $0 % 2 == 0 ? #"{"state": "ON"}"# : #"{"state": "OFF"}"# }),
             ("virtual/fan", { $0 % 2 == 0 ? #"{"state": "ON"}"# : #"{"state": "OFF"}"# }),
             ("lifx/nosuch", { _ in #"{"state": "ON"}"# }),
+            ("group/downstairs", { $0 % 2 == 0 ? #"{"state": "ON", "brightness": \#($0)}"# : #"{"state": "OFF"}"# }),
+            ("scene/movie", { _ in #"{"activate": true, "transition": 0}"# }),
         ]
         var i = 0
         let gap = 1 / max(0.1, o.commandsPerSecond)
@@ -334,7 +345,7 @@ public enum SoakRun {
     }
 
     /// The console (docs/console.md), every 5 s: `/readyz` and `/metrics` with the token, and one page open
-    /// all along (docs/testing.md, invariants 8–10).
+    /// all along (docs/testing.md, invariants 9–11).
     static func console(port: Int, token: String, checker: SoakChecker, until end: Date) async {
         var headers = HTTPFields()
         headers[.authorization] = "Bearer \(token)"
