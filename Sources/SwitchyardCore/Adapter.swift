@@ -17,7 +17,7 @@ public protocol Adapter: Sendable {
     /// The default carries the command out at once with `perform`.
     func accept(_ command: DeviceCommand, context: AdapterContext) async throws -> PendingCommand
     /// Takes one command for each of several of this adapter's devices at once (a group's or a scene's
-    /// devices: design.md §18), and returns what to wait on for each, in the same order. An adapter whose
+    /// devices: design.md §20), and returns what to wait on for each, in the same order. An adapter whose
     /// upstream takes one request for many devices makes it one (LIFX: one cloud request whose selector
     /// names them, one LAN hand-over). The default takes them one by one with `accept`. A command it refuses
     /// is a `PendingCommand` that throws: the others still go.

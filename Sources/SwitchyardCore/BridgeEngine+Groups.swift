@@ -4,7 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// Groups and scenes (design.md §18, docs/topics.md "Groups and scenes"): devices of the core itself, under
+/// Groups and scenes (design.md §20, docs/topics.md "Groups and scenes"): devices of the core itself, under
 /// the adapter ids `group` and `scene`. Each is an entry like an adapter's (its registry makes its topics,
 /// details, discovery and `bridge/devices` lines; its lifecycle holds commands until it is listed), hosted
 /// by a `CoreDevices` adapter that does nothing: the engine lists them once every adapter has listed, derives

@@ -193,7 +193,7 @@ public struct GroupBook: Sendable {
                          ], bareCommands: ["ACTIVATE": ["activate": true]])
     }
 
-    /// A group's state from its members' (design.md §18): `state` ON while any member is on (`state_mode:
+    /// A group's state from its members' (design.md §20): `state` ON while any member is on (`state_mode:
     /// any`) or while all are (`all`), `brightness` the mean, `color_temp` the mean and `color` the circular
     /// mean over the members in that colour mode, `color_mode` the mode most members are in, each among the
     /// members that are online (all members when none is); `members` each direct member's `online`,

@@ -5,7 +5,7 @@ import SwitchyardCore
 import SwitchyardTestSupport
 import Testing
 
-/// A group's LIFX members handed over as one batch (`LIFXAdapter.acceptBatch`, design.md §18): one cloud
+/// A group's LIFX members handed over as one batch (`LIFXAdapter.acceptBatch`, design.md §20): one cloud
 /// request for the lights the cloud reaches, one LAN hand-over for the others, and each device its own outcome.
 @Suite struct LIFXBatchUnitTests {
     static let kitchen = LIFXCloudUnitTests.kitchen, left = LIFXCloudUnitTests.left, right = LIFXCloudUnitTests.right

@@ -155,7 +155,7 @@ public actor LIFXAdapter: Adapter {
         return PendingCommand { try await Self.all(waits) }
     }
 
-    /// Commands for several of this adapter's devices at once (a group's or a scene's members, design.md §18):
+    /// Commands for several of this adapter's devices at once (a group's or a scene's members, design.md §20):
     /// lights given the same fields (and of the same kelvin range) are one command for those lights
     /// (`LIFXCommand.Target.lights`), and every
     /// command is planned as one, so that the cloud gets one request per kind of change for all its lights
