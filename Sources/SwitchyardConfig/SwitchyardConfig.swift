@@ -73,8 +73,9 @@ public struct SwitchyardConfig: Sendable, Equatable {
         /// The management requests MQTT clients may make (`api.manage`): every one (true, the default), none
         /// (false) or those listed. The console's are not limited by it (its own token guards it).
         public var manage: Set<String> = Self.verbs
-        /// Every management request that changes the config (`api.manage` lists some of these).
-        public static let verbs: Set<String> = ["device/rename", "device/options", "device/remove", "options"]
+        /// Every request that changes the config (`api.manage` lists some of these): the management requests and
+        /// those that change groups and scenes.
+        public static let verbs = Set(["device/rename", "device/options", "device/remove", "options"] + GroupEdits.paths)
         public init() {}
     }
 
@@ -345,7 +346,7 @@ public struct SwitchyardConfig: Sendable, Equatable {
         let verbs = API.verbs.sorted()
         a.describe("manage", .custom(["oneOf": [["type": "boolean"], ["type": "array", "items": ["enum": .array(verbs.map(JSONValue.string))]]],
                                       "default": true],
-                                     doc: "Management requests MQTT clients may make (device/rename, device/options, device/remove, options): true (all), false (none) or a list of them. The console is not limited by it."))
+                                     doc: "Requests that change the config MQTT clients may make (device/rename, device/options, device/remove, options, and group/… and scene/store, scene/remove for groups and scenes): true (all), false (none) or a list of them. The console is not limited by it."))
         guard let n = a.node("manage") else { a.record("manage", .bool(true)); return }
         switch n {
         case .scalar(let s):

@@ -20,14 +20,7 @@ public struct ManagementRequests: Sendable {
     /// Answers one request (the engine's handler, `BridgeEngine.setRequestHandler`).
     public func handle(_ req: BridgeRequest, engine: BridgeEngine) async throws -> JSONValue {
         if req.path == "config/schema" { return await manager.schema.json }
-        if req.origin == .mqtt {
-            let allowed = await manager.config.api.manage
-            guard allowed.contains(req.path) else {
-                throw AdapterError("\(req.path) is turned off for MQTT clients by api.manage (allowed: "
-                    + (allowed.isEmpty ? "none" : allowed.sorted().joined(separator: ", ")) + "); nothing was changed",
-                                   details: ["kind": "forbidden"])
-            }
-        }
+        try await Self.checkAllowed(req, manager: manager)
         guard case .object(let body) = req.body else { throw AdapterError("\(req.path): expected a JSON object") }
         let common = ["plan", "plan_id", "transaction"]
         let known: [String]
@@ -58,6 +51,18 @@ public struct ManagementRequests: Sendable {
             r.planOnly = plan
             r.planID = planID
             return r
+        }
+    }
+
+    /// Refuses a request that changes the config when it comes from an MQTT client and `api.manage` does not
+    /// allow it (the console is not limited by it); also for the requests that change groups and scenes.
+    public static func checkAllowed(_ req: BridgeRequest, manager: ConfigManager) async throws {
+        guard req.origin == .mqtt else { return }
+        let allowed = await manager.config.api.manage
+        guard allowed.contains(req.path) else {
+            throw AdapterError("\(req.path) is turned off for MQTT clients by api.manage (allowed: "
+                + (allowed.isEmpty ? "none" : allowed.sorted().joined(separator: ", ")) + "); nothing was changed",
+                               details: ["kind": "forbidden"])
         }
     }
 

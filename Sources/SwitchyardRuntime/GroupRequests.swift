@@ -14,8 +14,9 @@ struct GroupRequests: Sendable {
     let capture: @Sendable ([MemberRef]) async -> [(MemberRef, [String: JSONValue]?)]
 
     /// Answers as `ConfigManager.change` does: the file written and the change as a unified diff, the key
-    /// paths applied.
+    /// paths applied. Refused for an MQTT client that `api.manage` does not allow it, as the management requests are.
     func handle(_ req: BridgeRequest) async throws -> JSONValue {
+        try await ManagementRequests.checkAllowed(req, manager: manager)
         let capture = self.capture
         return try await manager.change { config in
             var captured: [(MemberRef, [String: JSONValue]?)] = []

@@ -202,6 +202,42 @@ final class ManagedBridge: Sendable {
         }
     }
 
+    /// The requests that change groups and scenes are changes like the management requests: api.manage limits
+    /// them for MQTT clients, the console may make them, each is one edit of the file (every comment kept),
+    /// applied at once (the group is listed and its command reaches its members) and announced.
+    @Test func groupRequestsAreConfigChangesLikeTheOthers() async throws {
+        let yaml = ManagedBridge.config + "\napi:\n  manage: [device/options]\n"
+        try await ManagedBridge.with(yaml: yaml) { b in
+            let original = b.text
+            let add: JSONValue = ["name": "both", "members": ["virtual/kitchen", "virtual/fan"]]
+            let refused = try await b.request("group/add", add)
+            #expect(refused["status"] == "error", "\(refused)")
+            #expect(refused["error"]?.stringValue?.hasPrefix("group/add is turned off for MQTT clients by api.manage (allowed: device/options)") == true, "\(refused)")
+            #expect(b.text == original)
+            #expect(b.events("config_changed").isEmpty)
+
+            let r = try await b.request("group/add", add, console: true)
+            #expect(r["status"] == "ok", "\(r)")
+            #expect(r["data"]?["applied"] == ["groups.both"], "\(r)")
+            let before = original.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            #expect(before.allSatisfy(b.text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init).contains), "\(b.text)")
+            let changed = try #require(b.events("config_changed").last)
+            #expect(changed["data"]?["by"] == "console" && changed["data"]?["request"] == "group/add" && changed["data"]?["paths"] == ["groups.both"])
+
+            // Applied: listed, and its command reaches both members.
+            try await waitUntil("the group listed") { await b.engine.deviceNames("group")["both"] == "both" }
+            b.transport.inject(.message(InboundMessage(topic: "b/group/both/set", payload: Array(#"{"state":"ON","transaction":"g"}"#.utf8))))
+            try await waitUntil("the group's answer") {
+                b.transport.published.contains { $0.topic == "b/group/both/result" && $0.payload.contains(#""status":"ok""#) }
+            }
+            for device in ["kitchen", "fan"] {
+                try await waitUntil("virtual/\(device) on") {
+                    b.transport.published.last { $0.topic == "b/virtual/\(device)" }.flatMap { try? JSONValue.parse($0.payload) }?["state"] == "ON"
+                }
+            }
+        }
+    }
+
     /// Two renames racing for one name: one gets it, the other is told it is taken (it saw the first).
     @Test func twoChangesRacingAreSerialised() async throws {
         try await ManagedBridge.with { b in
