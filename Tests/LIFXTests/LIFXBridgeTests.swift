@@ -157,7 +157,7 @@ typealias H = LIFXHarness
     @Test func aSpentBudgetWaitsForTheResetAndStillAppliesTheCommand() async throws {
         try await H.with { h in
             try await h.waitListed()
-            h.sim.exhaustBudget(for: 1.5)
+            h.sim.exhaustBudget(fromNextAction: 1.5)
             h.send("kitchen", #"{"brightness": 65, "transaction": 4}"#)
             let result = try await h.probe.waitFor(topic: "\(h.base)/lifx/kitchen/result")
             #expect(result.payload == #"{"status":"ok","transaction":4}"#)

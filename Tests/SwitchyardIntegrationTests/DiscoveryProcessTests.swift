@@ -74,7 +74,9 @@ import Testing
         try await probe.waitFor("every adapter running", timeout: 60) { ms in
             guard let info = ms.last(where: { $0.topic == "\(base)/bridge/info" }).flatMap({ try? JSONValue.parse($0.payload) }),
                   let adapters = info["adapters"]?.objectValue else { return false }
-            return adapters.count == 6 && adapters.values.allSatisfy { $0 == "running" }
+            // The six upstreams and the core's own groups and scenes (the demo has both).
+            return Set(adapters.keys) == ["virtual", "lifx", "nova", "imp", "livecoding", "ha", "group", "scene"]
+                && adapters.values.allSatisfy { $0 == "running" }
         }
         let listed = { (ms: [MQTTProbe.Message]) -> [JSONValue] in
             ms.last(where: { $0.topic == "\(base)/bridge/devices" }).flatMap { try? JSONValue.parse($0.payload) }?.arrayValue ?? []

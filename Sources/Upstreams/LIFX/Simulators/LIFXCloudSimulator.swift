@@ -98,6 +98,8 @@ public final class LIFXCloudSimulator: Sendable {
         var windowStart: Date?
         var used = 0
         var exhaustedUntil: Date?
+        /// Armed by `exhaustBudget(fromNextAction:)`: the next request that is not a GET starts the window.
+        var exhaustOnAction: Double?
         var effects: [EffectRun] = []
     }
 
@@ -194,6 +196,12 @@ public final class LIFXCloudSimulator: Sendable {
         state.withLock { $0.exhaustedUntil = Date().addingTimeInterval(seconds) }
     }
 
+    /// The budget runs out when the next action (a request that is not a GET) comes, for `seconds` from
+    /// then: that action is answered 429, whenever it comes (a test on a loaded machine does not race it).
+    public func exhaustBudget(fromNextAction seconds: Double) {
+        state.withLock { $0.exhaustOnAction = seconds }
+    }
+
     public func setDelay(_ seconds: Double) { server.setDelay(seconds) }
     public func injectFailures(_ statuses: [Int]) { server.injectFailures(statuses) }
 
@@ -207,6 +215,10 @@ public final class LIFXCloudSimulator: Sendable {
                 s.used = 0
             }
             let reset = Int((s.windowStart!.addingTimeInterval(s.window)).timeIntervalSince1970.rounded(.up))
+            if let seconds = s.exhaustOnAction, req.method != "GET" {
+                s.exhaustOnAction = nil
+                s.exhaustedUntil = now.addingTimeInterval(seconds)
+            }
             if let until = s.exhaustedUntil, until > now {
                 return Self.reply(429, ["error": "Rate limit exceeded"], limit: s.limit, remaining: 0,
                                   reset: Int(until.timeIntervalSince1970.rounded(.up)))
