@@ -145,7 +145,7 @@ import Testing
     /// waits for the reset while a command goes at once.
     @Test func pollsLeaveTheLastOfTheBudgetToCommands() async throws {
         let play = CloudPlay.demo()
-        play.setHeaders(["X-RateLimit-Limit": "120", "X-RateLimit-Remaining": "10", "X-RateLimit-Reset": "\(Int(Date().timeIntervalSince1970) + 60)"])
+        play.setBudget(limit: 120, remaining: 10, resetIn: 60)
         try await LIFXRig.with(cloud: play, configure: { $0.pollInterval = 10 }) { rig in
             try await Self.listed(rig)
             await rig.advance(.seconds(15))

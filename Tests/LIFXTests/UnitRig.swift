@@ -61,6 +61,10 @@ final class CloudPlay: Sendable {
         var next: [Answer] = []
         /// Headers every answer carries (the rate budget's).
         var headers: [String: String] = [:]
+        /// `X-RateLimit-Reset` this many seconds after the first answer (fixed from then on, as a real reset
+        /// is): relative to when the adapter hears it, however late a loaded machine runs the test.
+        var resetIn: Double?
+        var resetAt: Int?
         /// While set, every answer to an action (and to a GET with `gateListings`) waits for it: a request on the
         /// wire for as long as the test wants.
         var gate: Latch?
@@ -101,6 +105,13 @@ final class CloudPlay: Sendable {
     /// Answers to give before anything else, in order.
     func answerNext(_ answers: [Answer]) { state.withLock { $0.next += answers } }
     func setHeaders(_ h: [String: String]) { state.withLock { $0.headers = h } }
+    /// The rate budget's headers, its reset `resetIn` seconds after the first answer.
+    func setBudget(limit: Int, remaining: Int, resetIn: Double) {
+        state.withLock {
+            $0.headers = ["X-RateLimit-Limit": "\(limit)", "X-RateLimit-Remaining": "\(remaining)"]
+            $0.resetIn = resetIn
+        }
+    }
     func edit(_ id: String, _ change: (inout Light) -> Void) {
         state.withLock { s in if let i = s.lights.firstIndex(where: { $0.id == id }) { change(&s.lights[i]) } }
     }
@@ -133,6 +144,11 @@ final class CloudPlay: Sendable {
 
     static func answer(_ r: HTTPRequest, _ state: Locked<State>, token: String) -> HTTPResponse {
         state.withLock { s -> HTTPResponse in
+            if let resetIn = s.resetIn {
+                let at = s.resetAt ?? Int(Date().timeIntervalSince1970 + resetIn)
+                s.resetAt = at
+                s.headers["X-RateLimit-Reset"] = "\(at)"
+            }
             func out(_ status: Int, _ body: JSONValue?, headers: [String: String] = [:]) -> HTTPResponse {
                 HTTPResponse(status: status, headers: s.headers.merging(headers) { $1 }.merging(["content-type": "application/json"]) { $1 },
                              body: body.map { Array($0.serialized.utf8) } ?? [])

@@ -84,7 +84,7 @@ public final class FailoverRig: @unchecked Sendable {
         virtual: {devices: [{name: lamp, type: light}, {name: spare, type: light}]}
         lifx: {token: t, api_url: "\(lifxURL)", poll_interval: 2, min_interval: 0.05}
         """.writeForTest(toFile: rig.configPath, replacing: true)
-        probe.stream { [rig] m in rig.read(m) }
+        probe.stream { [weak rig] m in rig?.read(m) }
         try await probe.subscribe("\(rig.base)/#")
         return try await body(rig)
     }

@@ -81,7 +81,11 @@ public final class MQTTProbe: @unchecked Sendable {
     var socketNumber: Int32 { mosquitto_socket(handle) }
 
     /// Disconnects (a DISCONNECT, so no will) and ends the probe's thread.
-    public func close() { loop.stop() }
+    /// Stops the network loop and lets go of the `stream` handler, which often holds what holds the probe.
+    public func close() {
+        loop.stop()
+        handler.withLock { $0 = nil }
+    }
 
     deinit {
         loop.stop()
