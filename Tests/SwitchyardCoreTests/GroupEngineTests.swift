@@ -138,11 +138,13 @@ import SwitchyardTestSupport
             await beta.push("plug-1", ["state": "OFF"])
             await alpha.report([DeviceReport("a1", fields: ["brightness": 99]), DeviceReport("a2", available: true)])
             try await b.waitForState("group", "all") { $0["brightness"] == 52 }
-            var watch = GroupWatch(groups: watched)
+            // In memory nothing overtakes: every group's next state (within a few messages) agrees.
+            var watch = GroupWatch(groups: watched, window: 4)
             var breaches: [String] = []
-            for p in b.transport.published where p.topic.hasPrefix("b/") {
-                if let x = watch.see(rel: String(p.topic.dropFirst(2)), payload: Array(p.payload.utf8)) { breaches.append(x) }
+            for (i, p) in b.transport.published.enumerated() where p.topic.hasPrefix("b/") {
+                if let x = watch.see(rel: String(p.topic.dropFirst(2)), payload: Array(p.payload.utf8), at: Double(i)) { breaches.append(x) }
             }
+            if let x = watch.due(at: .infinity) { breaches.append(x) }
             #expect(breaches.isEmpty, "\(breaches)")
             #expect(watch.checked >= 8)
         }
@@ -153,12 +155,27 @@ import SwitchyardTestSupport
                                ("beta/plug/availability", "online")] {
             #expect(w.see(rel: rel, payload: Array(payload.utf8)) == nil)
         }
-        #expect(w.see(rel: "group/all", payload: Array(#"{"state":"OFF","brightness":15}"#.utf8)) == nil)
-        #expect(w.see(rel: "group/all", payload: Array(#"{"state":"ON","brightness":15}"#.utf8)) != nil)
-        #expect(w.see(rel: "group/all", payload: Array(#"{"state":"OFF","brightness":20}"#.utf8)) != nil)
+        #expect(w.see(rel: "group/all", payload: Array(#"{"state":"OFF","brightness":15}"#.utf8), at: 1) == nil)
+        // ON although every member is OFF: pending, and a breach once it has lasted past the window (5 s).
+        #expect(w.see(rel: "group/all", payload: Array(#"{"state":"ON","brightness":15}"#.utf8), at: 2) == nil)
+        #expect(w.due(at: 6) == nil)
+        #expect(w.due(at: 7.5)?.contains("is ON although its members say OFF") == true)
+        // A brightness that is not the mean, likewise, reported by a later message.
+        #expect(w.see(rel: "group/all", payload: Array(#"{"state":"OFF","brightness":20}"#.utf8), at: 10) == nil)
+        #expect(w.see(rel: "beta/plug", payload: Array(#"{"state":"OFF"}"#.utf8), at: 16)?.contains("brightness 20 although its members' mean is 15") == true)
+        // A member's newer state overtaking the group's: the group's next state agrees within the window.
+        #expect(w.see(rel: "alpha/two", payload: Array(#"{"state":"OFF","brightness":40}"#.utf8), at: 20) == nil)
+        #expect(w.see(rel: "group/all", payload: Array(#"{"state":"OFF","brightness":15}"#.utf8), at: 20.1) == nil)
+        #expect(w.see(rel: "group/all", payload: Array(#"{"state":"OFF","brightness":25}"#.utf8), at: 20.3) == nil)
+        #expect(w.due(at: 40) == nil && w.converged >= 1)
+        // Or the member's state that the group was made from comes back: agreeing again, nothing pending.
+        #expect(w.see(rel: "alpha/two", payload: Array(#"{"state":"OFF","brightness":50}"#.utf8), at: 41) == nil)
+        #expect(w.see(rel: "alpha/two", payload: Array(#"{"state":"OFF","brightness":40}"#.utf8), at: 42) == nil)
+        #expect(w.due(at: 60) == nil)
         // Offline members do not count while one is online.
-        _ = w.see(rel: "alpha/one/availability", payload: Array("offline".utf8))
-        #expect(w.see(rel: "group/all", payload: Array(#"{"state":"OFF","brightness":20}"#.utf8)) == nil)
+        _ = w.see(rel: "alpha/one/availability", payload: Array("offline".utf8), at: 61)
+        #expect(w.see(rel: "group/all", payload: Array(#"{"state":"OFF","brightness":40}"#.utf8), at: 62) == nil)
+        #expect(w.due(at: 80) == nil)
         let partial = Array(#"{"status":"partial","failed":[{"member":"gamma/x","error":"e"}],"transaction":"t"}"#.utf8)
         #expect(w.failed(group: "group/all", result: partial).breach != nil)
         let fine = Array(#"{"status":"partial","failed":[{"member":"beta/plug","error":"unplugged"}],"transaction":"t"}"#.utf8)

@@ -219,6 +219,7 @@ public enum SoakRun {
         await checker.checkOverdue(olderThan: 0)
         await checker.checkAvailabilityExpectations(final: true)
         await checker.checkManagement()
+        await checker.checkGroups()
         bridge.signal(SIGTERM)
         _ = await bridge.wait(timeout: 20)
         feed.finish()
