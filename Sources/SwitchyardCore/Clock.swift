@@ -1,3 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 
 /// A point on a monotonic clock: time since the clock's own origin, never wall-clock time. Every timer
 /// of the bridge (timeouts, backoff, pacing, schedules) is measured in these; wall-clock time (`Date`)
@@ -36,11 +41,15 @@ extension Duration {
 /// test moves time itself instead of sleeping.
 public protocol BridgeClock: Sendable {
     func now() -> MonotonicInstant
+    /// Wall-clock time as this clock sees it, for turning a date an upstream gives (a rate budget's reset)
+    /// into a deadline on `now()`: `Date()` for the process's clock; a manual clock's moves with it.
+    func wallNow() -> Date
     /// Returns at `deadline` (at once if it has passed); throws `CancellationError` when cancelled.
     func sleep(until deadline: MonotonicInstant) async throws
 }
 
 extension BridgeClock {
+    public func wallNow() -> Date { Date() }
     public func sleep(for d: Duration) async throws { try await sleep(until: now() + d) }
     public func sleep(seconds: Double) async throws { try await sleep(until: now().adding(seconds: seconds)) }
 }
@@ -70,10 +79,14 @@ public final class ManualClock: BridgeClock {
         var nextID: UInt64 = 0
     }
     let state = Locked(State())
+    /// The wall-clock time at `origin`: the clock's wall time moves only as it is advanced.
+    let wallOrigin = Date()
 
     public init() {}
 
     public func now() -> MonotonicInstant { state.withLock { $0.now } }
+
+    public func wallNow() -> Date { wallOrigin.addingTimeInterval((now() - .origin).seconds) }
 
     /// How many sleepers are waiting (a test waits for the component to be asleep before advancing).
     public var sleeping: Int { state.withLock { $0.sleepers.count } }

@@ -145,7 +145,7 @@ actor LIFXCloud {
                                   body: body.map { Array($0.serialized.utf8) }, timeout: settings.requestTimeout)
         do {
             let r = try await http.send(request)
-            budget.update(headers: r.headers, now: clock.now(), wallNow: Date())
+            budget.update(headers: r.headers, now: clock.now(), wallNow: clock.wallNow())
             let ok = (200..<300).contains(r.status)
             await report(.request(error: ok ? nil : "\(method) \(path): HTTP \(r.status)"))
             return CallResult(status: r.status, headers: r.headers, json: r.body.isEmpty ? nil : try? JSONValue.parse(r.body))
@@ -175,7 +175,7 @@ actor LIFXCloud {
         case 200, 202, 207:
             await take(batch, LIFXCloudAPI.results(r.json, ops: batch.count, multi: batch.count > 1))
         case 429:
-            budget.exhausted(headers: r.headers, now: clock.now(), wallNow: Date())
+            budget.exhausted(headers: r.headers, now: clock.now(), wallNow: clock.wallNow())
             let wait = max(0, ((budget.resetAt ?? clock.now()) - clock.now()).seconds)
             await report(.log(.warning, "LIFX rate limit reached (HTTP 429); waiting \(Int(wait.rounded(.up))) s for the reset, then sending again"))
             queue.requeue(batch)
@@ -286,7 +286,7 @@ actor LIFXCloud {
 
     var metrics: [String: JSONValue] {
         [
-            "rate_limit": budget.metrics(clock.now(), wallNow: Date()), "queue": JSONValue(queue.queue.count),
+            "rate_limit": budget.metrics(clock.now(), wallNow: clock.wallNow()), "queue": JSONValue(queue.queue.count),
             "in_flight": JSONValue(queue.inFlight.count), "merged": JSONValue(queue.merged), "retries": JSONValue(queue.retries),
             "http_requests": JSONValue(sentRequests),
         ]
