@@ -69,7 +69,15 @@ struct SwitchyardBench: AsyncParsableCommand {
     var scaleDevices: [Int] = [1_000, 10_000, 20_000]
     @Option(help: "Seconds of command and HA churn in each process of the scale scenario before reading memory.") var scaleChurnSeconds = 20.0
     @Option(help: "Start-ups (and raw publishing runs) per size in the scale scenario; their medians make the ratio.") var scaleRepeats = 3
-    @Option(help: "Virtual lights announced to Home Assistant in the ha-scale scenario.") var haLights = 1_000
+    @Option(name: [.customLong("ha-devices"), .customLong("ha-lights")],
+            help: "Virtual devices (of --ha-device-kind) announced to Home Assistant in the ha-scale scenario.")
+    var haDevices = 1_000
+    @Option(help: "The ha-scale scenario's devices: light (one entity each) or multisensor (four: temperature, humidity, pressure, battery).",
+            transform: { s in
+                guard ["light", "multisensor"].contains(s) else { throw ValidationError("bad device kind '\(s)' (light or multisensor)") }
+                return s
+            })
+    var haDeviceKind = "light"
 
     /// `soak`: the demo's home under commands and a schedule of faults for `minutes`, invariants checked
     /// all along; exits non-zero on any breach. Stopped by SIGTERM or Ctrl-C, the run is cancelled: its

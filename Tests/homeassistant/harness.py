@@ -114,9 +114,10 @@ class Watcher:
 
 
 class Bridge:
-    """The switchyard process with `lights` virtual lights, or the demo (`switchyard-sim demo`)."""
+    """The switchyard process with `lights` virtual devices of `kind` (`light`, named l0, l1…; `multisensor`,
+    named m0, m1…), or the demo (`switchyard-sim demo`)."""
 
-    def __init__(self, workdir, port, base, mode, lights=None, log_name="bridge.log"):
+    def __init__(self, workdir, port, base, mode, lights=None, log_name="bridge.log", kind="light"):
         self.log = os.path.join(workdir, log_name)
         self.out = open(self.log, "a")
         if lights is None:
@@ -126,9 +127,11 @@ class Bridge:
             config = os.path.join(workdir, f"{base}-{mode}.yaml")
             with open(config, "w") as f:
                 f.write(f"log: {{level: warning}}\nmqtt:\n  url: mqtt://127.0.0.1:{port}\n  base_topic: {base}\n"
-                        f"web: {{enabled: false}}\nhomeassistant: {{discovery_mode: {mode}}}\nvirtual:\n  devices:\n")
+                        f"web: {{enabled: false}}\nhomeassistant: {{discovery_mode: {mode}}}\nvirtual:\n"
+                        # Sensors keep their first readings: no drift while Home Assistant is measured.
+                        f"  sensor_interval: 86400\n  devices:\n")
                 for i in range(lights):
-                    f.write(f"    - {{name: l{i}, type: light}}\n")
+                    f.write(f"    - {{name: {kind[0]}{i}, type: {kind}}}\n")
             args = [os.path.join(BIN, "switchyard"), "run", "-c", config]
         self.proc = subprocess.Popen(args, stdout=self.out, stderr=subprocess.STDOUT)
 
