@@ -29,10 +29,13 @@ def names(kind, count):
     return [f"{kind[0]}{i}" for i in range(count)]
 
 
-def missing(ha, entity_ids):
-    """How many of `entity_ids` Home Assistant's state machine lacks or holds `unavailable` or `unknown`."""
+def all_available(ha, entity_ids, marks):
+    """Whether Home Assistant's state machine holds every one of `entity_ids` neither `unavailable` nor
+    `unknown`; notes in `marks` when it first held all of them, whatever their state (`exist`)."""
     states = ha.states()
-    return sum(1 for e in entity_ids if states.get(e, {}).get("state") in (None, "unavailable", "unknown"))
+    if "exist" not in marks and all(e in states for e in entity_ids):
+        marks["exist"] = time.monotonic()
+    return all(states.get(e, {}).get("state") not in (None, "unavailable", "unknown") for e in entity_ids)
 
 
 def run(mode, count, kind, say):
@@ -57,13 +60,20 @@ def run(mode, count, kind, say):
             watch.reset_count()
             dropped = float(watch.snapshot().get("$SYS/broker/publish/messages/dropped", b"0"))
             start = time.monotonic()
+            marks = {}
             ha.start()
-            wait_until(f"{what} available", lambda: missing(ha, entity_ids) == 0, every=1)
+            wait_until(f"{what} available", lambda: all_available(ha, entity_ids, marks), every=1)
             seconds = time.monotonic() - start
             cpu = ha.cpu_seconds()
             time.sleep(11)   # the broker's $SYS counters are updated every 10 s
             lost = float(watch.snapshot().get("$SYS/broker/publish/messages/dropped", b"0")) - dropped
             say(f"ha-scale {kind} {mode} {phase}: {seconds:.1f} s, HA CPU {cpu:.1f} s, {watch.discovery_messages} discovery msgs, {lost:.0f} dropped")
+            # Where the interval goes: Home Assistant making the entities (at a restart its registry restores
+            # them at once, as unavailable, so only a fresh start says it), then its birth.
+            if phase == "fresh start":
+                figures.append((f"{mode}, HA {phase}: HA start → every entity in its state machine", marks["exist"] - start, "s"))
+            if watch.birth is not None:
+                figures.append((f"{mode}, HA {phase}: HA start → its birth (homeassistant/status online)", watch.birth - start, "s"))
             figures += [
                 (f"{mode}, HA {phase}: HA start → {what} available", seconds, "s"),
                 (f"{mode}, HA {phase}: HA CPU time over that interval", cpu, "s"),
