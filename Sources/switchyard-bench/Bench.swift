@@ -69,7 +69,15 @@ struct SwitchyardBench: AsyncParsableCommand {
     var scaleDevices: [Int] = [1_000, 10_000, 20_000]
     @Option(help: "Seconds of command and HA churn in each process of the scale scenario before reading memory.") var scaleChurnSeconds = 20.0
     @Option(help: "Start-ups (and raw publishing runs) per size in the scale scenario; their medians make the ratio.") var scaleRepeats = 3
-    @Option(help: "Virtual lights announced to Home Assistant in the ha-scale scenario.") var haLights = 1_000
+    @Option(name: [.customLong("ha-devices"), .customLong("ha-lights")],
+            help: "Virtual devices (of --ha-device-kind) announced to Home Assistant in the ha-scale scenario.")
+    var haDevices = 1_000
+    @Option(help: "The ha-scale scenario's devices: light (one entity each) or multisensor (four: temperature, humidity, pressure, battery).",
+            transform: { s in
+                guard ["light", "multisensor"].contains(s) else { throw ValidationError("bad device kind '\(s)' (light or multisensor)") }
+                return s
+            })
+    var haDeviceKind = "light"
     @Option(help: "Kills of the active instance in the failover scenario.") var kills = 10
     @Option(help: "The broker of the failover scenario: mosquitto or rabbitmq (RabbitMQ's MQTT plugin, a private node).")
     var failoverBroker = "mosquitto"

@@ -2,11 +2,12 @@ import Foundation
 import SwitchyardTestSupport
 
 extension SwitchyardBench {
-    /// `ha-scale`: `haLights` virtual lights announced to a real Home Assistant (Core 2025.4.4, the venv of
-    /// `make test-ha`), per entity and per device in the same run, after a fresh start and after a restart of
-    /// Home Assistant: time until its state machine holds every light available, its CPU time meanwhile, the
-    /// discovery messages sent, what the broker dropped (Tests/homeassistant/ha_scale.py drives it; each
-    /// measurement has a broker of its own, configured as Mosquitto ships).
+    /// `ha-scale`: `haDevices` virtual devices of `haDeviceKind` (lights: one entity each; multisensors: four)
+    /// announced to a real Home Assistant (Core 2025.4.4, the venv of `make test-ha`), per entity and per device
+    /// in the same run, after a fresh start and after a restart of Home Assistant: time until its state machine
+    /// holds every entity available, its CPU time meanwhile, the discovery messages sent, what the broker
+    /// dropped (Tests/homeassistant/ha_scale.py drives it; each measurement has a broker of its own,
+    /// configured as Mosquitto ships).
     func haScaleFigures() async throws -> [Figure] {
         let python = ".build/ha-venv/bin/python"
         guard FileManager.default.isExecutableFile(atPath: python) else {
@@ -15,7 +16,7 @@ extension SwitchyardBench {
         guard let bin = TestEnvironment.switchyardBinary() else { throw BenchError("switchyard executable not found next to switchyard-bench") }
         let p = Process()
         p.executableURL = URL(fileURLWithPath: python)
-        p.arguments = ["-B", "Tests/homeassistant/ha_scale.py", "--lights", "\(haLights)"]
+        p.arguments = ["-B", "Tests/homeassistant/ha_scale.py", "--devices", "\(haDevices)", "--kind", haDeviceKind]
         var env = ProcessInfo.processInfo.environment
         env["SWITCHYARD_BIN_DIR"] = URL(fileURLWithPath: bin).deletingLastPathComponent().path
         p.environment = env

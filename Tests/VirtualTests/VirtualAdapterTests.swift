@@ -12,6 +12,7 @@ import VirtualAdapter
         VirtualAdapter.Device(name: "fan", label: "Fan", type: "switch"),
         VirtualAdapter.Device(name: "outside", label: "Outside", type: "sensor"),
         VirtualAdapter.Device(name: "attic", label: "Attic", type: "sensor"),
+        VirtualAdapter.Device(name: "porch", label: "Porch", type: "multisensor"),
     ]
 
     @Test func everyDeviceStartsOnlineWithItsTypesState() async throws {
@@ -20,7 +21,8 @@ import VirtualAdapter
             #expect(light == ["state": "OFF", "brightness": 100, "color_mode": "color_temp", "color_temp": 3500, "color": ["h": 0, "s": 0]])
             #expect(try await b.waitForState("virtual", "fan") == ["state": "OFF"])
             #expect(try await b.waitForState("virtual", "outside") == ["temperature": 21])
-            for name in ["kitchen", "fan", "outside", "attic"] { try await b.waitFor("b/virtual/\(name)/availability", "online") }
+            #expect(try await b.waitForState("virtual", "porch") == ["temperature": 21, "humidity": 45, "pressure": 1013, "battery": 100])
+            for name in ["kitchen", "fan", "outside", "attic", "porch"] { try await b.waitFor("b/virtual/\(name)/availability", "online") }
         }
     }
 
@@ -58,6 +60,39 @@ import VirtualAdapter
             #expect(b.transport.published.filter { $0.topic == "b/virtual/kitchen" }.count == 1)
         }
     }
+
+    /// A multisensor's readings drift each on its own course; its battery stays full.
+    @Test func aMultisensorsReadingsDrift() async throws {
+        try await InMemoryBridge.with(adapters: [VirtualAdapter(devices: Self.devices, sensorInterval: 0.05)]) { b in
+            let s = try await b.waitForState("virtual", "porch") { $0["temperature"] != 21 && $0["humidity"] != 45 && $0["pressure"] != 1013 }
+            #expect(s["battery"] == 100)
+            #expect(Set(s.objectValue?.keys.map { $0 } ?? []) == ["temperature", "humidity", "pressure", "battery"])
+        }
+    }
+
+    /// Each reading of a multisensor is an entity of its own in Home Assistant: four sensors of one device,
+    /// with their units and device classes, the battery a diagnostic one.
+    @Test func aMultisensorIsFourSensorEntities() async throws {
+        try await InMemoryBridge.with(adapters: [VirtualAdapter(devices: Self.devices, sensorInterval: 3600)], discovery: true) { b in
+            let prefix = "homeassistant/sensor/switchyard_b_virtual_porch/"
+            try await waitUntil("the porch's configs") { b.transport.published.filter { $0.topic.hasPrefix(prefix) }.count >= 4 }
+            var configs: [String: JSONValue] = [:]
+            for m in b.transport.published where m.topic.hasPrefix(prefix) { configs[m.topic] = try JSONValue.parse(m.payload) }
+            let expected: [String: (String, String, Bool)] = [
+                "temperature": ("°C", "temperature", false), "humidity": ("%", "humidity", false),
+                "pressure": ("hPa", "pressure", false), "battery": ("%", "battery", true),
+            ]
+            #expect(Set(configs.keys) == Set(expected.keys.map { "\(prefix)\($0)/config" }))
+            for (field, (unit, deviceClass, diagnostic)) in expected {
+                let c = try #require(configs["\(prefix)\(field)/config"])
+                #expect(c["state_topic"] == "b/virtual/porch")
+                #expect(c["value_template"] == .string("{{ value_json.\(field) }}"))
+                #expect(c["unit_of_measurement"] == .string(unit) && c["device_class"] == .string(deviceClass))
+                #expect((c["entity_category"] == "diagnostic") == diagnostic)
+                #expect(c["device"]?["identifiers"] == ["switchyard_b_virtual_porch"] && c["device"]?["model"] == "virtual multisensor")
+            }
+        }
+    }
 }
 
 /// The virtual adapter alone, against the recording twin of the engine, on a manual clock: its sensor
@@ -70,15 +105,23 @@ import VirtualAdapter
         let run = Task { try await adapter.run(context: host.context) }
         defer { run.cancel() }
         try await host.wait("running, its sensor timer set") { _ in host.status == .running && clock.sleeping == 1 }
-        #expect(Set(host.devices.keys) == ["kitchen", "fan", "outside", "attic"])
+        #expect(Set(host.devices.keys) == ["kitchen", "fan", "outside", "attic", "porch"])
         #expect(host.reports(of: "outside") == [["temperature": 21.0]])
         clock.advance(by: .seconds(59))
         #expect(host.reports(of: "outside").count == 1)
         clock.advance(by: .seconds(1))
-        try await host.wait("the first step") { h in h.reports(of: "outside").count == 2 && h.reports(of: "attic").count == 2 }
+        try await host.wait("the first step") { h in
+            h.reports(of: "outside").count == 2 && h.reports(of: "attic").count == 2 && h.reports(of: "porch").count == 2
+        }
         // Step 1 of the drift, 21 ± 2 by the sensor's name: worked out here, not read back from the adapter.
         let expected = 21.0 + 2.0 * sin(1.0 / 5.0 + Double("outside".utf8.count))
         #expect(host.reports(of: "outside").last?["temperature"]?.doubleValue.map { abs($0 - expected) < 1e-9 } == true)
+        // A multisensor's step reports its three drifting readings, not its battery.
+        let porch = 21.0 + 2.0 * sin(1.0 / 5.0 + Double("porch".utf8.count))
+        let humidity = 45.0 + 5.0 * sin(1.0 / 7.0 + Double("porch".utf8.count))
+        #expect(host.reports(of: "porch").last?["temperature"]?.doubleValue.map { abs($0 - porch) < 1e-9 } == true)
+        #expect(host.reports(of: "porch").last?["humidity"]?.doubleValue.map { abs($0 - humidity) < 1e-9 } == true)
+        #expect(host.reports(of: "porch").last?["pressure"] != nil && host.reports(of: "porch").last?["battery"] == nil)
         // The light and the switch are not touched by the sensors' schedule.
         #expect(host.reports(of: "kitchen").count == 1 && host.reports(of: "fan").count == 1)
     }

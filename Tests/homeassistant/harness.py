@@ -78,13 +78,15 @@ class Broker:
 
 
 class Watcher:
-    """A paho client on the broker: the latest retained payload of every topic under `filters`, and a count
-    of the messages on the discovery prefix (what the bridge sent Home Assistant)."""
+    """A paho client on the broker: the latest retained payload of every topic under `filters`, a count of
+    the messages on the discovery prefix (what the bridge sent Home Assistant), and when Home Assistant's
+    birth (`homeassistant/status` `online`) came (`time.monotonic()`; both since `reset_count`)."""
 
     def __init__(self, port, filters):
         self.lock = threading.Lock()
         self.latest = {}
         self.discovery_messages = 0
+        self.birth = None
         self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"watch-{uuid.uuid4().hex[:8]}")
         self.client.on_message = self._message
         self.client.on_connect = lambda c, u, f, rc, p: [c.subscribe(t, qos=1) for t in filters]
@@ -95,6 +97,8 @@ class Watcher:
         with self.lock:
             if msg.topic.startswith("homeassistant/") and msg.topic != "homeassistant/status":
                 self.discovery_messages += 1
+            elif msg.topic == "homeassistant/status" and msg.payload == b"online" and self.birth is None:
+                self.birth = time.monotonic()
             self.latest[msg.topic] = msg.payload
 
     def snapshot(self):
@@ -104,6 +108,7 @@ class Watcher:
     def reset_count(self):
         with self.lock:
             self.discovery_messages = 0
+            self.birth = None
 
     def publish(self, topic, payload, retain=False):
         self.client.publish(topic, payload, qos=1, retain=retain).wait_for_publish(10)
@@ -114,9 +119,10 @@ class Watcher:
 
 
 class Bridge:
-    """The switchyard process with `lights` virtual lights, or the demo (`switchyard-sim demo`)."""
+    """The switchyard process with `lights` virtual devices of `kind` (`light`, named l0, l1…; `multisensor`,
+    named m0, m1…), or the demo (`switchyard-sim demo`)."""
 
-    def __init__(self, workdir, port, base, mode, lights=None, log_name="bridge.log"):
+    def __init__(self, workdir, port, base, mode, lights=None, log_name="bridge.log", kind="light"):
         self.log = os.path.join(workdir, log_name)
         self.out = open(self.log, "a")
         if lights is None:
@@ -126,9 +132,11 @@ class Bridge:
             config = os.path.join(workdir, f"{base}-{mode}.yaml")
             with open(config, "w") as f:
                 f.write(f"log: {{level: warning}}\nmqtt:\n  url: mqtt://127.0.0.1:{port}\n  base_topic: {base}\n"
-                        f"web: {{enabled: false}}\nhomeassistant: {{discovery_mode: {mode}}}\nvirtual:\n  devices:\n")
+                        f"web: {{enabled: false}}\nhomeassistant: {{discovery_mode: {mode}}}\nvirtual:\n"
+                        # Sensors keep their first readings: no drift while Home Assistant is measured.
+                        f"  sensor_interval: 86400\n  devices:\n")
                 for i in range(lights):
-                    f.write(f"    - {{name: l{i}, type: light}}\n")
+                    f.write(f"    - {{name: {kind[0]}{i}, type: {kind}}}\n")
             args = [os.path.join(BIN, "switchyard"), "run", "-c", config]
         self.proc = subprocess.Popen(args, stdout=self.out, stderr=subprocess.STDOUT)
 

@@ -8,14 +8,15 @@ import Glibc
 #endif
 import SwitchyardCore
 
-/// Devices that live in memory: lights, switches and a sensor that drifts. For trying the bridge
+/// Devices that live in memory: lights, switches, and sensors that drift (one reading, or a multisensor's
+/// four: several Home Assistant entities on one device, as most real devices have). For trying the bridge
 /// (`switchyard demo`) before any hardware is configured, and for process-level tests. It obeys the
 /// same Adapter contract as a real upstream, so everything the core does is exercised for real.
 public actor VirtualAdapter: Adapter {
     public struct Device: Sendable, Equatable {
         public var name: String
         public var label: String
-        public var type: String   // light | switch | sensor
+        public var type: String   // light | switch | sensor | multisensor
         public init(name: String, label: String, type: String) {
             self.name = name
             self.label = label
@@ -43,6 +44,14 @@ public actor VirtualAdapter: Adapter {
     static let sensorCapabilities: [Capability] = [
         Capability("temperature", .number(min: -40, max: 80, precision: 1), unit: "°C", role: .sensor, deviceClass: "temperature"),
     ]
+    /// Four readings, four sensor entities in Home Assistant (the battery a diagnostic one): like a
+    /// zigbee weather sensor.
+    static let multisensorCapabilities: [Capability] = [
+        sensorCapabilities[0],
+        Capability("humidity", .number(min: 0, max: 100, precision: 1), unit: "%", role: .sensor, deviceClass: "humidity"),
+        Capability("pressure", .number(min: 800, max: 1100, precision: 1), unit: "hPa", role: .sensor, deviceClass: "pressure"),
+        Capability("battery", .integer(min: 0, max: 100), unit: "%", role: .diagnostic, deviceClass: "battery"),
+    ]
     static let lightCapabilities: [Capability] = [
         .state(), .brightness(), .colorTemp(minKelvin: 2500, maxKelvin: 9000), .color(), .colorMode(), .transition(),
     ]
@@ -55,6 +64,9 @@ public actor VirtualAdapter: Adapter {
         case "sensor":
             return DeviceDescriptor(id: d.name, label: d.label, configuredName: d.name, model: "virtual sensor", manufacturer: "Switchyard",
                                     category: .sensor, capabilities: sensorCapabilities)
+        case "multisensor":
+            return DeviceDescriptor(id: d.name, label: d.label, configuredName: d.name, model: "virtual multisensor", manufacturer: "Switchyard",
+                                    category: .sensor, capabilities: multisensorCapabilities)
         default:
             return DeviceDescriptor(id: d.name, label: d.label, configuredName: d.name, model: "virtual light", manufacturer: "Switchyard",
                                     category: .light, capabilities: lightCapabilities)
@@ -65,12 +77,14 @@ public actor VirtualAdapter: Adapter {
     // dictionary of its own would cost each light hundreds of bytes.
     static let switchState: [String: JSONValue] = ["state": "OFF"]
     static let sensorState: [String: JSONValue] = ["temperature": 21.0]
+    static let multisensorState: [String: JSONValue] = ["temperature": 21.0, "humidity": 45.0, "pressure": 1013.0, "battery": 100]
     static let lightState: [String: JSONValue] = ["state": "OFF", "brightness": 100, "color_mode": "color_temp", "color_temp": 3500, "color": ["h": 0, "s": 0]]
 
     static func initialState(_ d: Device) -> [String: JSONValue] {
         switch d.type {
         case "switch": return switchState
         case "sensor": return sensorState
+        case "multisensor": return multisensorState
         default: return lightState
         }
     }
@@ -94,7 +108,7 @@ public actor VirtualAdapter: Adapter {
         await context.setDevices(devices.map(Self.descriptor), authoritative: true)
         await context.report(devices.map { DeviceReport($0.name, fields: states[$0.name] ?? [:]) })
         await context.setStatus(.running)
-        let sensors = devices.filter { $0.type == "sensor" }
+        let sensors = devices.filter { $0.type == "sensor" || $0.type == "multisensor" }
         guard !sensors.isEmpty else {
             while !Task.isCancelled { try await clock.sleep(seconds: 3600) }
             return
@@ -105,13 +119,24 @@ public actor VirtualAdapter: Adapter {
             step += 1
             var readings: [DeviceReport] = []
             for s in sensors where !disabled.contains(s.name) {
-                // A slow, deterministic drift: 21 °C ± 2.
-                let t = 21.0 + 2.0 * sin(Double(step) / 5.0 + Double(s.name.utf8.count))
-                states[s.name]?["temperature"] = .number(t)
-                readings.append(DeviceReport(s.name, fields: ["temperature": .number(t)]))
+                let fields = Self.drift(s, step: step)
+                states[s.name]?.merge(fields) { $1 }
+                readings.append(DeviceReport(s.name, fields: fields))
             }
             await context.report(readings)
         }
+    }
+
+    /// A sensor's readings at `step`: a slow, deterministic drift, 21 °C ± 2 (and a multisensor's
+    /// humidity 45 % ± 5 and pressure 1013 hPa ± 3; its battery stays full).
+    static func drift(_ s: Device, step: Int) -> [String: JSONValue] {
+        let phase = Double(s.name.utf8.count)
+        var fields: [String: JSONValue] = ["temperature": .number(21.0 + 2.0 * sin(Double(step) / 5.0 + phase))]
+        if s.type == "multisensor" {
+            fields["humidity"] = .number(45.0 + 5.0 * sin(Double(step) / 7.0 + phase))
+            fields["pressure"] = .number(1013.0 + 3.0 * sin(Double(step) / 11.0 + phase))
+        }
+        return fields
     }
 
     public func setDisabled(_ deviceIDs: Set<String>) async { disabled = deviceIDs }

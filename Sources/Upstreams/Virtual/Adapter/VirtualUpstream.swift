@@ -1,7 +1,7 @@
 import SwitchyardConfig
 import SwitchyardCore
 
-/// `virtual:` — in-memory lights, switches and sensors, for trying the bridge without hardware.
+/// `virtual:` — in-memory lights, switches and sensors (one reading or four), for trying the bridge without hardware.
 public struct VirtualUpstream: Upstream {
     public init() {}
     public var key: String { VirtualAdapter.id }
@@ -22,7 +22,8 @@ public struct VirtualUpstream: Upstream {
         var seen: Set<String> = []
         for d in v.list("devices", doc: "The in-memory devices.") {
             let name = d.deviceName(seen: &seen, missing: "every device needs a name")
-            let type = d.choice("type", "light", ["light", "switch", "sensor"], doc: "What the device is.")
+            let type = d.choice("type", "light", ["light", "switch", "sensor", "multisensor"],
+                                doc: "What the device is (a multisensor: temperature, humidity, pressure and battery).")
             let label = d.string("label", name, doc: "Shown in Home Assistant; default the name.")
             d.finish()
             out.devices.append(VirtualAdapter.Device(name: name, label: label, type: type))
