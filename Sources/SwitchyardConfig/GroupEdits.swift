@@ -9,6 +9,9 @@ public enum GroupEdits {
     /// The request paths, under `bridge/request/`.
     public static let paths = ["group/add", "group/remove", "group/rename", "group/members/add", "group/members/remove",
                                "scene/store", "scene/remove"]
+    /// The most devices and groups one request may name (`members`), and the longest name it may give.
+    public static let maxMembers = 1000
+    public static let maxName = 200
 
     /// What `scene/store` captures: the scene's name, and the devices and groups given (else the scene's own).
     public static func toStore(_ body: JSONValue, config: GroupsConfig) throws(AdapterError) -> (name: String, members: [MemberRef]) {
@@ -74,7 +77,9 @@ public enum GroupEdits {
                 if let dup = given.first(where: members.contains) { throw AdapterError("\(path): \(dup) is a member of group '\(name)' already") }
                 return given.map { .append(ConfigPath(keys: "groups", name, "members"), .string($0.description)) }
             }
-            if let absent = given.first(where: { !members.contains($0) }) { throw AdapterError("\(path): \(absent) is not a member of group '\(name)'") }
+            if let absent = given.first(where: { !members.contains($0) }) {
+                throw AdapterError("\(path): \(absent.description.excerpt(80)) is not a member of group '\(name)'")
+            }
             // From the last, so that each index is still the item's when it is removed.
             return members.indices.filter { given.contains(members[$0]) }.reversed().map {
                 .remove(ConfigPath([.key("groups"), .key(name), .key("members"), .index($0)]))
@@ -82,7 +87,7 @@ public enum GroupEdits {
         case "scene/store":
             let (name, _) = try toStore(body, config: config)
             if let missing = captured.first(where: { $0.1 == nil }) {
-                throw AdapterError("\(path): \(missing.0) has no state to store (not listed now, or none of state, brightness, colour)")
+                throw AdapterError("\(path): \(missing.0.description.excerpt(80)) has no state to store (not listed now, or none of state, brightness, colour)")
             }
             var edits: [YAMLEdit] = []
             let states = ConfigPath(keys: "scenes", name, "states")
@@ -117,6 +122,7 @@ public enum GroupEdits {
 
     static func name(_ body: JSONValue, _ key: String, _ path: String) throws(AdapterError) -> String {
         guard case .string(let n)? = body[key] else { throw AdapterError("\(path) needs {\"\(key)\": \"<name>\"}") }
+        guard n.utf8.count <= maxName else { throw AdapterError("\(path): \(key): a name of \(n.utf8.count) bytes is over \(maxName)") }
         if let p = Naming.problem(withName: n) { throw AdapterError("\(path): \(key): \(p)") }
         return n
     }
@@ -129,10 +135,12 @@ public enum GroupEdits {
 
     static func refs(_ v: JSONValue, _ key: String) throws(AdapterError) -> [MemberRef] {
         guard case .array(let items) = v else { throw AdapterError("\(key): expected a list of adapter/name, got \(v.excerpt)") }
+        guard items.count <= maxMembers else { throw AdapterError("\(key): \(items.count) is over the \(maxMembers) one request may name") }
         var out: [MemberRef] = []
+        var seen: Set<MemberRef> = []
         for item in items {
             guard case .string(let s) = item, let ref = MemberRef(s) else { throw AdapterError("\(key): expected adapter/name, got \(item.excerpt)") }
-            if !out.contains(ref) { out.append(ref) }
+            if seen.insert(ref).inserted { out.append(ref) }
         }
         return out
     }

@@ -25,8 +25,9 @@ struct GroupCore {
     /// Group commands and scene recalls whose members have not all answered, by the key their members'
     /// replies carry (`Reply.parent`).
     var fanOuts: [UInt64: FanOut] = [:]
-    /// The requests that change `groups:` or `scenes:` in the config file: the runtime's (it owns the file).
-    var editor: (@Sendable (BridgeRequest) async throws -> JSONValue)?
+    /// The requests that change `groups:` or `scenes:` in the config file: the runtime's (it owns the file),
+    /// with the bound of their payloads.
+    var editor: BridgeEngine.RequestHandler?
 
     static let ids = [GroupsConfig.groupAdapter, GroupsConfig.sceneAdapter]
     /// What the config-writing requests are called (`bridge/request/<path>`).
@@ -93,9 +94,11 @@ extension BridgeEngine {
         if groupCore.listed { listGroups() } else { groupsSettled() }
     }
 
-    /// Sets who carries out the requests that write `groups:` and `scenes:` into the config file.
-    public func setGroupEditor(_ editor: @escaping @Sendable (BridgeRequest) async throws -> JSONValue) {
-        groupCore.editor = editor
+    /// Sets who carries out the requests that write `groups:` and `scenes:` into the config file, and the bound
+    /// of their payloads: refused before they are read, counted as `request_payload`, as the management
+    /// requests' are (`setRequestHandler`).
+    public func setGroupEditor(maxPayload: Int, _ editor: @escaping @Sendable (BridgeRequest) async throws -> JSONValue) {
+        groupCore.editor = RequestHandler(paths: GroupCore.editingPaths, maxPayload: maxPayload, handle: editor)
     }
 
     /// From `serve`: the entries of the groups and scenes configured, listed once every adapter has listed.
@@ -325,7 +328,7 @@ extension BridgeEngine {
             guard let editor = groupCore.editor else {
                 throw AdapterError("\(path) writes the config file, and this bridge was started without one")
             }
-            return try await editor(req)
+            return try await editor.handle(req)
         default:
             return nil
         }

@@ -15,7 +15,9 @@ extension BridgeEngine {
         let lower = path.lowercased()
         let parts = lower.split(separator: "/", maxSplits: 1)
         let handled = requestHandler?.handles(lower) == true
-        if handled, let bound = requestHandler?.maxPayload, payload.count > bound {
+        // The management requests' bound, and the same for those that write groups and scenes.
+        let bounded = handled ? requestHandler : groupCore.editor.flatMap { $0.handles(lower) ? $0 : nil }
+        if let bound = bounded?.maxPayload, payload.count > bound {
             Bounds.hit("request_payload")
             let message = "request \(path): payload of \(payload.count) bytes is over the \(bound) bytes a management request may have; nothing was changed"
             respond(path, .failure(AdapterError(message)), transaction: nil, replyTo: replyTo)

@@ -22,6 +22,7 @@ public enum FuzzTargets {
         "json": json, "json-stream": jsonStream, "command": command, "bridge-request": bridgeRequest, "reply-to": replyTo,
         "config": config, "hci": hci, "att": att, "nova": nova, "imp": imp, "ha": ha, "lifx-color": lifxColor, "lifx-lan": lifxLAN, "lifx-zones": lifxZones,
         "console-auth": consoleAuth, "console-page": consolePage, "yaml-edit": yamlEdit, "manage-request": manageRequest,
+        "group-request": groupRequest,
     ]
 
     /// Longest error message any parser may make from hostile input: messages quote input cut short.

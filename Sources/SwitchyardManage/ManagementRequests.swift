@@ -33,12 +33,7 @@ public struct ManagementRequests: Sendable {
         if let unknown = body.keys.sorted().first(where: { !known.contains($0) && !common.contains($0) }) {
             throw AdapterError("\(req.path): unknown key '\(unknown.excerpt(80))' (known: \((known + ["plan", "plan_id"]).joined(separator: ", ")))")
         }
-        if let p = body["plan"], p.boolValue == nil { throw AdapterError("\(req.path): plan: expected true or false") }
-        let plan = body["plan"]?.boolValue ?? false
-        if let p = body["plan_id"], p.stringValue.map({ $0.utf8.count > 64 }) ?? true {
-            throw AdapterError("\(req.path): plan_id: expected the plan_id a plan answered with")
-        }
-        let planID = body["plan_id"]?.stringValue
+        let (plan, planID) = try Self.planOptions(req.path, body)
         let path = req.path, origin = req.origin
         return try await manager.change { config in
             var r: ConfigChangeRequest
@@ -52,6 +47,17 @@ public struct ManagementRequests: Sendable {
             r.planID = planID
             return r
         }
+    }
+
+    /// `plan` and `plan_id` of a request that changes the config (these, and those that change groups and
+    /// scenes: `GroupRequests`): `plan: true` asks for the plan only; `plan_id` names the plan a commit must
+    /// still be (else it is refused as a conflict by `ConfigManager.change`).
+    public static func planOptions(_ path: String, _ body: [String: JSONValue]) throws(AdapterError) -> (plan: Bool, planID: String?) {
+        if let p = body["plan"], p.boolValue == nil { throw AdapterError("\(path): plan: expected true or false") }
+        if let p = body["plan_id"], p.stringValue.map({ $0.utf8.count > 64 }) ?? true {
+            throw AdapterError("\(path): plan_id: expected the plan_id a plan answered with")
+        }
+        return (body["plan"]?.boolValue ?? false, body["plan_id"]?.stringValue)
     }
 
     /// Refuses a request that changes the config when it comes from an MQTT client and `api.manage` does not

@@ -35,7 +35,7 @@ extension BridgeRuntime {
             return try await requests.handle(req, engine: engine)
         }
         let groups = GroupRequests(manager: manager) { [weak engine] in await engine?.captureScene($0) ?? [] }
-        await engine.setGroupEditor { try await groups.handle($0) }
+        await engine.setGroupEditor(maxPayload: GroupRequests.maxPayload) { try await groups.handle($0) }
         return manager
     }
 

@@ -130,6 +130,84 @@ import Testing
         await home.stop()
     }
 
+    /// The requests that change groups and scenes, planned and bounded as the management requests are, with the
+    /// daemon over a real broker: a plan answers with its diff and writes and publishes nothing; its commit
+    /// makes exactly it (the group on the broker); a plan another change made stale is a conflict with nothing
+    /// written; a payload over 64 KiB is refused unread, said on bridge/log and counted in bridge/health.
+    @Test func groupRequestsArePlannedAndBoundedOnTheBroker() async throws {
+        let broker = try await Broker.start()
+        defer { broker.stop() }
+        let dir = TestEnvironment.makeTempDir("manage-groups")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let base = uniqueBase()
+        let path = dir.appendingPathComponent("config.yaml").path
+        let original = """
+        # groups made by request, each planned first
+        state_dir: \(dir.path)
+        mqtt:
+          url: mqtt://127.0.0.1:\(broker.port)
+          base_topic: \(base)
+        health:
+          interval: 1                # seconds: the bound's counter is read here
+        web:
+          enabled: false
+        virtual:
+          sensor_interval: 3600
+          devices:
+            - {name: kitchen, type: light}   # the kitchen light
+            - {name: fan, type: switch}
+        groups:
+          porch:                     # the porch
+            members: [virtual/fan]
+
+        """
+        try original.writeForTest(toFile: path)
+        func text() throws -> String { try String(contentsOfFile: path, encoding: .utf8) }
+        let probe = try await MQTTProbe.connect(port: broker.port)
+        defer { probe.close() }
+        try await probe.subscribe("\(base)/#")
+        let bridge = try BridgeProcess(arguments: ["run", "-c", path])
+        defer { bridge.signal(SIGTERM) }
+        _ = try await probe.waitFor("porch listed", timeout: 60) { $0.contains { $0.topic == "\(base)/group/porch" && !$0.payload.isEmpty } }
+
+        let add = #"{"name": "both", "members": ["virtual/kitchen", "virtual/fan"]"#
+        let plan = try await Self.request(probe, base: base, "group/add", add + #", "plan": true}"#, "p1")
+        #expect(plan["status"] == "ok" && plan["data"]?["planned"] == true, "\(plan)")
+        #expect(plan["data"]?["diff"]?.stringValue?.contains("+  both:\n") == true, "\(plan)")
+        #expect(try text() == original)
+        #expect(!probe.messages.contains { $0.topic == "\(base)/group/both" })
+        let id = try #require(plan["data"]?["plan_id"]?.stringValue)
+        let done = try await Self.request(probe, base: base, "group/add", add + #", "plan_id": "\#(id)"}"#, "c1")
+        #expect(done["status"] == "ok" && done["data"]?["planned"] == nil && done["data"]?["diff"] == plan["data"]?["diff"], "\(done)")
+        _ = try await probe.waitFor("both on the broker") { $0.contains { $0.topic == "\(base)/group/both" && $0.payload.contains("virtual/kitchen") } }
+        let added = try text()
+        let lines = Set(added.split(separator: "\n", omittingEmptySubsequences: false))
+        #expect(original.split(separator: "\n", omittingEmptySubsequences: false).allSatisfy(lines.contains), "\(added)")
+
+        // A plan, then another change of the file: its plan_id no longer names the change.
+        let stale = try await Self.request(probe, base: base, "group/members/remove", #"{"group": "porch", "member": "virtual/fan", "plan": true}"#, "p2")
+        let staleID = try #require(stale["data"]?["plan_id"]?.stringValue)
+        #expect(try await Self.request(probe, base: base, "group/members/add", #"{"group": "porch", "member": "virtual/kitchen"}"#, "c2")["status"] == "ok")
+        let before = try text()
+        let refused = try await Self.request(probe, base: base, "group/members/remove",
+                                             #"{"group": "porch", "member": "virtual/fan", "plan_id": "\#(staleID)"}"#, "c3")
+        #expect(refused["status"] == "error" && refused["details"]?["kind"] == "conflict", "\(refused)")
+        #expect(try text() == before)
+
+        // Over 64 KiB: refused unread (no transaction read), on bridge/log, counted.
+        let big = #"{"name": "x", "members": ["virtual/"# + String(repeating: "a", count: 70_000) + #""]}"#
+        probe.publish("\(base)/bridge/request/group/add", big)
+        let over = try await probe.waitFor("the refusal") { $0.contains { $0.topic == "\(base)/bridge/response/group/add" && $0.payload.contains("over the 65536 bytes") } }
+            .last { $0.topic == "\(base)/bridge/response/group/add" }!
+        #expect(try JSONValue.parse(over.payload)["error"]?.stringValue?.hasPrefix("request group/add: payload of 70038 bytes is over the 65536 bytes") == true, "\(over)")
+        _ = try await probe.waitFor("bridge/log") { $0.contains { $0.topic == "\(base)/bridge/log" && $0.payload.contains("payload of 70038 bytes") } }
+        let health = try await probe.waitFor("the bound counted") { $0.contains { $0.topic == "\(base)/bridge/health" && $0.payload.contains(#""request_payload":1"#) } }
+        #expect(!health.isEmpty)
+        #expect(try text() == before)
+        bridge.signal(SIGTERM)
+        #expect(try await bridge.waitForExit() == 0)
+    }
+
     /// Debounce and throttle as a subscriber counts them: a burst of 20 changes reaches the broker as one
     /// publish (debounce) or two (throttle: the first and the last), and the last value always arrives.
     @Test func debounceAndThrottleCoalesceABurstOnTheBroker() async throws {

@@ -238,6 +238,108 @@ final class ManagedBridge: Sendable {
         }
     }
 
+    /// The requests that change groups and scenes take `plan` and `plan_id` as the management requests do: a plan
+    /// answers with the diff and writes, applies and lists nothing; its commit makes exactly it; a plan another
+    /// change made stale is refused as a conflict with nothing written; an ill-typed `plan` is refused. Their
+    /// payloads have the management requests' bound: 64 KiB is read, one byte more is refused unread and counted.
+    @Test func groupRequestsArePlannedAndBoundedLikeTheOthers() async throws {
+        try await ManagedBridge.with { b in
+            let original = b.text
+            let add: [String: JSONValue] = ["name": "both", "members": ["virtual/kitchen", "virtual/fan"]]
+            let plan = try await b.request("group/add", .object(add.merging(["plan": true]) { $1 }))
+            #expect(plan["status"] == "ok" && plan["data"]?["planned"] == true, "\(plan)")
+            #expect(plan["data"]?["diff"]?.stringValue?.contains("+  both:\n") == true, "\(plan)")
+            #expect(plan["data"]?["applied"] == ["groups.both"])
+            #expect(b.text == original)
+            #expect(b.events("config_changed").isEmpty)
+            let id = try #require(plan["data"]?["plan_id"])
+            let done = try await b.request("group/add", .object(add.merging(["plan_id": id]) { $1 }))
+            #expect(done["status"] == "ok" && done["data"]?["planned"] == nil && done["data"]?["plan_id"] == id, "\(done)")
+            #expect(done["data"]?["diff"] == plan["data"]?["diff"])
+            try await waitUntil("the group listed") { await b.engine.deviceNames("group")["both"] == "both" }
+            #expect(b.events("config_changed").count == 1)
+
+            // A scene's store planned: the states it would store in the diff, nothing written.
+            let added = b.text
+            try await waitUntil("kitchen's state") { b.transport.published.contains { $0.topic == "b/virtual/kitchen" && !$0.payload.isEmpty } }
+            let store = try await b.request("scene/store", ["name": "night", "members": ["virtual/kitchen"], "plan": true])
+            #expect(store["status"] == "ok" && store["data"]?["planned"] == true, "\(store)")
+            #expect(store["data"]?["diff"]?.stringValue?.contains("+  night:\n") == true, "\(store)")
+            #expect(b.text == added)
+            #expect(await b.manager.config.groups.scene("night") == nil)
+
+            // A plan, then another change of the file: its plan_id no longer names the change.
+            let stale = try await b.request("group/members/remove", ["group": "both", "member": "virtual/fan", "plan": true])
+            #expect(stale["status"] == "ok", "\(stale)")
+            #expect(try await b.request("options", ["options": ["log.level": "debug"]])["status"] == "ok")
+            let before = b.text
+            let refused = try await b.request("group/members/remove", ["group": "both", "member": "virtual/fan", "plan_id": stale["data"]!["plan_id"]!])
+            #expect(refused["status"] == "error" && refused["details"]?["kind"] == "conflict", "\(refused)")
+            #expect(refused["error"]?.stringValue?.contains("no longer the one planned") == true, "\(refused)")
+            #expect(b.text == before)
+            #expect(await b.manager.config.groups.group("both")?.members.count == 2)
+            let typo = try await b.request("group/remove", ["name": "both", "plan": "yes"])
+            #expect(typo["error"] == "group/remove: plan: expected true or false", "\(typo)")
+            let notObject = try await b.request("group/remove", [], raw: Array(#"["both"]"#.utf8))
+            #expect(notObject["error"] == "group/remove: expected a JSON object", "\(notObject)")
+            #expect(b.text == before)
+
+            // The bound: a payload of 65 536 bytes is read (refused for its name), one of 65 537 is not.
+            func padded(_ size: Int) -> [UInt8] {
+                let head = Array(#"{"name": "x/set", "transaction": "edge""#.utf8), tail = Array("}".utf8)
+                return head + [UInt8](repeating: UInt8(ascii: " "), count: size - head.count - tail.count) + tail
+            }
+            b.transport.inject(.message(InboundMessage(topic: "b/bridge/request/group/add", payload: padded(ManagementRequests.maxPayload))))
+            try await waitUntil("the answer to 64 KiB") {
+                b.transport.published.contains { $0.topic == "b/bridge/response/group/add" && $0.payload.contains(#""transaction":"edge""#) }
+            }
+            let edge = try JSONValue.parse(b.transport.published.last { $0.topic == "b/bridge/response/group/add" }!.payload)
+            #expect(edge["error"]?.stringValue?.contains("may not contain the reserved segment 'set'") == true, "\(edge)")
+            #expect(b.engine.bounds.snapshot["request_payload"] == nil)
+            let over = try await b.request("group/add", [:], raw: padded(ManagementRequests.maxPayload + 1))
+            #expect(over["status"] == "error", "\(over)")
+            #expect(over["error"]?.stringValue?.contains("payload of 65537 bytes is over the 65536 bytes a management request may have") == true, "\(over)")
+            #expect(b.engine.bounds.snapshot["request_payload"] == 1)
+            #expect(b.transport.published.contains { $0.topic == "b/bridge/log" && $0.payload.contains("request group/add: payload of 65537 bytes") })
+            #expect(b.text == before)
+        }
+    }
+
+    /// A request that changes groups and scenes as `GroupRequests.change` makes it (what the bridge plans):
+    /// `plan` and `plan_id` carried as given, ill-typed ones refused; what it quotes of a hostile body is cut
+    /// short; more members than one request may name is refused.
+    @Test func aGroupRequestsChangeCarriesItsPlanAndQuotesLittle() throws {
+        let groups = GroupsConfig(groups: [GroupDefinition(name: "porch", members: [MemberRef(adapter: "virtual", name: "fan")], stateMode: .any)])
+        func change(_ path: String, _ body: JSONValue) throws(AdapterError) -> ConfigChangeRequest {
+            try GroupRequests.change(BridgeRequest(path: path, body: body, origin: .console, size: 0), config: groups)
+        }
+        func refusal(_ path: String, _ body: JSONValue) -> String {
+            do { _ = try change(path, body); return "(accepted)" } catch { return error.message }
+        }
+        let plain = try change("group/add", ["name": "hall", "members": ["virtual/kitchen"]])
+        #expect(!plain.planOnly && plain.planID == nil && plain.origin == .console && plain.request == "group/add")
+        #expect(plain.edits.map(\.path.description) == ["groups.hall"])
+        let plan = try change("group/members/add", ["group": "porch", "member": "virtual/kitchen", "plan": true])
+        #expect(plan.planOnly && plan.planID == nil)
+        let commit = try change("group/rename", ["from": "porch", "to": "front", "plan": false, "plan_id": "1f2e3d"])
+        #expect(!commit.planOnly && commit.planID == "1f2e3d")
+        #expect(refusal("group/remove", ["name": "porch", "plan": 1]) == "group/remove: plan: expected true or false")
+        #expect(refusal("group/remove", ["name": "porch", "plan_id": 7]) == "group/remove: plan_id: expected the plan_id a plan answered with")
+        #expect(refusal("group/remove", ["name": "porch", "plan_id": .string(String(repeating: "f", count: 65))])
+                == "group/remove: plan_id: expected the plan_id a plan answered with")
+        #expect(refusal("scene/remove", "night") == "scene/remove: expected a JSON object")
+
+        let long = String(repeating: "n", count: 5000)
+        let absent = refusal("group/members/remove", ["group": "porch", "members": ["virtual/fan", .string("lifx/" + long)]])
+        #expect(absent.hasPrefix("group/members/remove: lifx/nnn") && absent.hasSuffix("… is not a member of group 'porch'"), "\(absent)")
+        #expect(absent.utf8.count < 200, "\(absent.utf8.count) bytes")
+        let name = refusal("group/add", ["name": .string(long)])
+        #expect(name == "group/add: name: a name of 5000 bytes is over 200", "\(name.prefix(300))")
+        let many = JSONValue.array((0...GroupEdits.maxMembers).map { .string("virtual/d\($0)") })
+        #expect(refusal("group/add", ["name": "big", "members": many]) == "members: 1001 is over the 1000 one request may name")
+        #expect(try change("group/add", ["name": "big", "members": .array(many.arrayValue!.dropLast())]).edits.count == 1)
+    }
+
     /// Two renames racing for one name: one gets it, the other is told it is taken (it saw the first).
     @Test func twoChangesRacingAreSerialised() async throws {
         try await ManagedBridge.with { b in

@@ -257,6 +257,9 @@ def run(driver):
     wait(lambda: "republish: ok" in driver.find_element(By.ID, "request-result").text, "republish answered")
     check(True, "a bridge request from the page is answered")
     wait(lambda: "mqtt published" in driver.find_element(By.ID, "health").text, "live health")
+    health = driver.find_element(By.ID, "health").text
+    check("[object Object]" not in health and "mqtt broker receive maximum" in health,
+          f"every health figure is shown as a value, the broker's each on its own: {health!r}")
     shot(driver, "console-bridge.png")
 
     # The log: the refusal above, filterable by level.

@@ -816,6 +816,12 @@ function renderBridge() {
   renderLive();
 }
 
+/// The `mqtt` figures of bridge/health, one fact each: what the broker's CONNACK said (`broker`, an object) one
+/// fact per member ("mqtt broker receive maximum"), `not said` where it said nothing (or the link is 3.1.1).
+const mqttFacts = (mqtt) => Object.entries(mqtt ?? {}).flatMap(([k, v]) => v !== null && typeof v === 'object'
+  ? Object.entries(v).map(([m, x]) => [`mqtt ${k} ${m}`.replaceAll('_', ' '), x ?? 'not said'])
+  : [[`mqtt ${k.replaceAll('_', ' ')}`, v]]);
+
 /// What the bridge says every 2 s (`status`), or else its last bridge/health.
 function renderLive() {
   const live = S.status ?? S.health ?? {};
@@ -831,7 +837,7 @@ function renderLive() {
   facts($('health'), [['Ready', S.status ? (S.status.ready ? 'yes' : `no: ${S.status.reasons.join(', ')}`) : '?'],
     ['Uptime', live.uptime != null ? `${Math.round(live.uptime)} s` : '?'],
     ['Resident memory', live.rss_bytes ? `${(live.rss_bytes / 1048576).toFixed(1)} MB` : '?'],
-    ...Object.entries(live.mqtt ?? {}).map(([k, v]) => [`mqtt ${k.replaceAll('_', ' ')}`, v])]);
+    ...mqttFacts(live.mqtt)]);
   // Under hot standby: every instance of the group with its role, this one marked.
   const sb = live.standby;
   $('instances-box').hidden = !sb;
