@@ -80,6 +80,8 @@ final class GroupsRun: Sendable {
         var result: Double
         /// `/set` → the last member's upstream request, ms.
         var upstream: Double
+        /// The same per upstream: the last virtual light's state, the last cloud request, the last LAN datagram.
+        var byUpstream: [Double]
         var cloudRequests: Int
         var lanDatagrams: Int
         var groupStates: Int
@@ -202,8 +204,10 @@ final class GroupsRun: Sendable {
         let lan = lanSets.withLock { Array($0.dropFirst(lanBefore)) }
         let groupStates = seen.withLock { $0.dropFirst(seenBefore).filter { $0.topic == "\(base)/group/bench" }.count }
         let lastUpstream = max(virtualAt, requests.map(\.at).max() ?? 0, lan.max() ?? 0)
-        return Sample(result: Double(resultAt - t0) / 1e6, upstream: Double(lastUpstream - t0) / 1e6, cloudRequests: requests.count,
-                      lanDatagrams: lan.count, groupStates: groupStates)
+        func ms(_ at: UInt64) -> Double { at > t0 ? Double(at - t0) / 1e6 : 0 }
+        return Sample(result: ms(resultAt), upstream: ms(lastUpstream),
+                      byUpstream: [ms(virtualAt), ms(requests.map(\.at).max() ?? 0), ms(lan.max() ?? 0)],
+                      cloudRequests: requests.count, lanDatagrams: lan.count, groupStates: groupStates)
     }
 
     func figures(_ samples: [Kind: [Sample]], rounds: Int, hwmStarted: Double, hwm: Double, rss: Double) -> [Figure] {
@@ -225,6 +229,13 @@ final class GroupsRun: Sendable {
                     out.append(Figure(scenario: "groups", name: "\(kind == .separate ? "baseline: " : "")\(label[kind]!) \(path) \(name)", value: v, unit: "ms",
                                       ratio: kind == .separate ? nil : v / pct(baseline, p), baseline: kind == .separate ? nil : "one by one"))
                 }
+            }
+        }
+        // Which upstream is last: the median of each one's last request (a virtual light's: its new state).
+        for kind in [Kind.separate, .group, .scene] {
+            for (u, upstream) in ["virtual state", "LIFX cloud request", "LIFX LAN datagram"].enumerated() {
+                let xs = (samples[kind] ?? []).map { $0.byUpstream[u] }
+                out.append(Figure(scenario: "groups", name: "\(label[kind]!) → the last \(upstream) p50", value: pct(xs, 0.5), unit: "ms"))
             }
         }
         for kind in [Kind.separate, .group, .scene] {
