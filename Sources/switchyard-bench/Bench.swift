@@ -51,7 +51,7 @@ struct SwitchyardBench: AsyncParsableCommand {
         commandName: "switchyard-bench",
         abstract: "Measures the bridge against raw libmosquitto on a broker it starts itself (loopback).")
 
-    @Option(help: "Scenarios to run: publish, ha-mirror, command-latency, startup, memory, console, lifx-budget, lifx-lan, hostile, reconnect, scale, failover (default: all); soak (alone, --minutes); ha-scale (alone or named: a real Home Assistant, the venv of make test-ha).")
+    @Option(help: "Scenarios to run: publish, ha-mirror, command-latency, startup, memory, console, lifx-budget, lifx-lan, groups, hostile, reconnect, scale, failover (default: all); soak (alone, --minutes); ha-scale (alone or named: a real Home Assistant, the venv of make test-ha).")
     var scenario: [String] = []
     @Flag(help: "Print the figures as JSON.") var json = false
     @Option(help: "State updates for the publish scenario.") var messages = 20_000
@@ -79,6 +79,9 @@ struct SwitchyardBench: AsyncParsableCommand {
             })
     var haDeviceKind = "light"
     @Option(help: "Kills of the active instance in the failover scenario.") var kills = 10
+    @Option(help: "Lights in the group of the groups scenario, a third each on the LIFX cloud and LAN simulators, the rest virtual.")
+    var groupMembers = 20
+    @Option(help: "Commands of each kind (group, one by one, scene recall) in the groups scenario.") var groupCommands = 300
     @Option(help: "The broker of the failover scenario: mosquitto or rabbitmq (RabbitMQ's MQTT plugin, a private node).")
     var failoverBroker = "mosquitto"
 
@@ -111,8 +114,8 @@ struct SwitchyardBench: AsyncParsableCommand {
     static let brokerConfig = "max_inflight_messages 100\nset_tcp_nodelay true"
 
     func run() async throws {
-        let all = ["publish", "ha-mirror", "command-latency", "startup", "memory", "console", "lifx-budget", "lifx-lan", "hostile", "reconnect", "scale",
-                   "failover"]
+        let all = ["publish", "ha-mirror", "command-latency", "startup", "memory", "console", "lifx-budget", "lifx-lan", "groups", "hostile", "reconnect",
+                   "scale", "failover"]
         if scenario == ["soak"] { return try await soak() }
         // Only when named: it needs Home Assistant installed and runs for about ten minutes.
         if scenario == ["ha-scale"] { return report(try await haScaleFigures()) }
@@ -159,6 +162,7 @@ struct SwitchyardBench: AsyncParsableCommand {
                                   unit: "req"))
         }
         if chosen.contains("lifx-lan") { figures += try await lifxLANFigures(port: broker.port) }
+        if chosen.contains("groups") { figures += try await groupsFigures(port: broker.port) }
         if chosen.contains("startup") || chosen.contains("memory") {
             figures += try await processFigures(port: broker.port, startup: chosen.contains("startup"), memory: chosen.contains("memory"), rawRate: rawRate)
         }

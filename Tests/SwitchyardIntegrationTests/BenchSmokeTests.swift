@@ -12,7 +12,8 @@ import SwitchyardTestSupport
         let child = try ChildProcess(path: bench, arguments: ["--json", "--messages", "300", "--devices", "20", "--commands", "20",
                                                               "--churn-seconds", "0.5", "--ha-entities", "30",
                                                               "--hostile-payloads", "300", "--restarts", "2",
-                                                              "--scale-devices", "20,40", "--scale-churn-seconds", "0.5", "--kills", "1"], outputFile: out)
+                                                              "--scale-devices", "20,40", "--scale-churn-seconds", "0.5", "--kills", "1",
+                                                              "--group-members", "6", "--group-commands", "5"], outputFile: out)
         // About a minute here; the bound is for a loaded machine.
         let status = await child.wait(timeout: 180)
         let text = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
@@ -23,7 +24,7 @@ import SwitchyardTestSupport
         let json = try JSONValue.parse(String(line))
         guard case .array(let figures) = json else { Issue.record("not a list: \(text)"); return }
         let scenarios = Set(figures.compactMap { $0["scenario"]?.stringValue })
-        #expect(scenarios == ["baseline", "publish", "ha-mirror", "command-latency", "startup", "memory", "console", "lifx-budget", "lifx-lan", "hostile", "reconnect", "scale", "failover"])
+        #expect(scenarios == ["baseline", "publish", "ha-mirror", "command-latency", "startup", "memory", "console", "lifx-budget", "lifx-lan", "groups", "hostile", "reconnect", "scale", "failover"])
         for f in figures {
             // A difference against idle memory may be zero or below, and so may a count of commands (answered
             // twice, with an error); every other figure is a positive measurement.
@@ -40,6 +41,12 @@ import SwitchyardTestSupport
         }
         #expect((failover("commands sent") ?? 0) > 0)
         #expect(failover("commands answered") == failover("commands sent"), "\(figures.filter { $0["scenario"] == "failover" })")
+        // A group's and a scene's cloud members cost one request per command (design.md §20).
+        func groups(_ name: String) -> Double? {
+            figures.first { $0["scenario"] == "groups" && $0["name"]?.stringValue == name }?["value"]?.doubleValue
+        }
+        #expect(groups("LIFX cloud HTTP requests per command: group /set") == 1, "\(figures.filter { $0["scenario"] == "groups" })")
+        #expect(groups("LIFX cloud HTTP requests per command: scene recall") == 1)
         #expect(figures.contains { $0["scenario"] == "publish" && ($0["ratio"]?.doubleValue ?? 0) > 0 })
         #expect(figures.contains { $0["scenario"] == "ha-mirror" && ($0["ratio"]?.doubleValue ?? 0) > 0 })
     }

@@ -252,6 +252,10 @@ logger:
     def states(self):
         return {s["entity_id"]: s for s in self._request("/api/states")}
 
+    def call(self, domain, service, data):
+        """A service call (REST `POST /api/services/<domain>/<service>`), as a dashboard or an automation makes it."""
+        return self._request(f"/api/services/{domain}/{service}", data)
+
     def history(self, entity_id, since_iso):
         q = urllib.parse.urlencode({"filter_entity_id": entity_id, "minimal_response": "", "no_attributes": ""})
         return (self._request(f"/api/history/period/{urllib.parse.quote(since_iso)}?{q}") or [[]])[0]
@@ -319,6 +323,23 @@ def expected_entities(snapshot, node_prefix):
                     out[c["unique_id"]] = (c["platform"], availability_topic(c.get("availability") or config.get("availability")))
         elif len(parts) == 5 and "unique_id" in config:
             out[config["unique_id"]] = (parts[1], availability_topic(config.get("availability")))
+    return out
+
+
+def main_entities(snapshot, node_prefix):
+    """state topic → unique_id of the main entity (a light, switch or scene: commanded on the device's own `/set`)
+    of every device this bridge's retained discovery configs announce, per device or per entity."""
+    out = {}
+    for topic, payload in snapshot.items():
+        parts = topic.split("/")
+        if not payload or parts[0] != "homeassistant" or len(parts) < 4 or not parts[2].startswith(node_prefix):
+            continue
+        config = json.loads(payload)
+        entities = list(config.get("components", {}).values()) if parts[1] == "device" and len(parts) == 4 else [config]
+        for c in entities:
+            command = c.get("command_topic") or ""
+            if "unique_id" in c and command.endswith("/set"):
+                out[command[:-len("/set")]] = c["unique_id"]
     return out
 
 

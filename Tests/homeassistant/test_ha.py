@@ -1,6 +1,7 @@
 """The real-Home-Assistant tier (`make test-ha`, docs/testing.md "Home Assistant"): Home Assistant Core 2025.4.4
-reads what the bridge announces, per device and per entity, migrates an install from one to the other, and
-has every entity of a thousand lights available after a fresh start and after a restart."""
+reads what the bridge announces, per device and per entity, migrates an install from one to the other, has
+every entity of a thousand lights available after a fresh start and after a restart, and drives the demo's
+group and scene."""
 
 import datetime
 import json
@@ -10,8 +11,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Bridge, Broker, HomeAssistant, Watcher, cleanup, expected_entities, wait_until,  # noqa: E402
-                     workdir)
+from harness import (Bridge, Broker, HomeAssistant, Watcher, cleanup, expected_entities, main_entities,  # noqa: E402
+                     wait_until, workdir)
 
 BASE = "sy"
 NODE = f"switchyard_{BASE}_"
@@ -186,6 +187,112 @@ class RenameTests(unittest.TestCase):
                 for topic in [f"{BASE}/virtual/{old}", f"{BASE}/virtual/{old}/availability", f"{BASE}/bridge/devices/virtual/{old}"]:
                     self.assertFalse(snap.get(topic), f"{topic} is not empty")
             self.assertEqual(s.problems(), [])
+        finally:
+            s.close()
+
+
+class GroupSceneTests(unittest.TestCase):
+    """Issue 37: the demo's group `downstairs` and scene `movie` (Sources/SwitchyardDemo/SimulatedHome.swift) in
+    a fresh Home Assistant: the group is a light, and `light.turn_on` on it reaches every device it holds, on every
+    upstream; the scene is a scene entity, and `scene.turn_on` sets what the scene stores. The group's `entity_id`
+    attribute is to name its members' entities as Home Assistant registered them: known to fail (below)."""
+
+    # As the demo's config says: downstairs' direct members, and every device it reaches (porch's included).
+    DIRECT = ["virtual/kitchen", "virtual/fan", "lifx/kitchen", "lifx/lounge_left", "lifx/lounge_right", "lifx/desk",
+              "imp/hall_clock", "group/porch"]
+    DEVICES = DIRECT[:-1] + ["lifx/porch", "virtual/hall/lamp"]
+    # The devices that have a brightness (the fan is a switch).
+    DIMMABLE = ["virtual/kitchen", "lifx/kitchen", "lifx/lounge_left", "lifx/lounge_right", "lifx/desk", "imp/hall_clock",
+                "lifx/porch", "virtual/hall/lamp"]
+
+    def state(self, s, member):
+        payload = s.watch.snapshot().get(f"{BASE}/{member}")
+        return json.loads(payload) if payload else {}
+
+    def wait_members(self, s, what, condition):
+        """Waits until `condition` holds of every device's state (by member); fails naming them as they are."""
+        try:
+            wait_until(what, lambda: condition({m: self.state(s, m) for m in self.DEVICES}), timeout=60)
+        except AssertionError as e:
+            self.fail(f"{e}: {json.dumps({m: self.state(s, m) for m in self.DEVICES}, indent=1)}")
+
+    @staticmethod
+    def on(state):
+        """ON by its `state`, or by its one ON/OFF field where it has no `state` (the Imp clock's `power`)."""
+        return state.get("state", state.get("power")) in ("ON", True)
+
+    def start(self, s):
+        """The demo per device and a fresh Home Assistant with every entity available: its registry (unique_id →
+        entity id) and the main entities' unique ids by topic."""
+        s.bridge = Bridge(s.dir, s.broker.port, BASE, "device")
+        expected = s.announced()
+        s.ha.start()
+        registry = s.wait_available(expected)
+        mains = main_entities(s.watch.snapshot(), NODE)
+        self.assertEqual(expected[mains[f"{BASE}/group/downstairs"]][0], "light")
+        self.assertEqual(expected[mains[f"{BASE}/scene/movie"]][0], "scene")
+        return registry, mains
+
+    def test_the_group_and_the_scene_work_from_home_assistant(self):
+        s = Setup("groups")
+        try:
+            registry, mains = self.start(s)
+            group = registry[mains[f"{BASE}/group/downstairs"]]
+            scene = registry[mains[f"{BASE}/scene/movie"]]
+            self.assertTrue(group.startswith("light."), group)
+            self.assertTrue(scene.startswith("scene."), scene)
+            for m in self.DEVICES:
+                wait_until(f"{m} online", lambda m=m: s.watch.snapshot().get(f"{BASE}/{m}/availability") == b"online")
+
+            # Every device off first (each on its own topic), so that the group's command has something to change.
+            for m in self.DEVICES:
+                s.watch.publish(f"{BASE}/{m}/set", "OFF" if not m.startswith("imp/") else json.dumps({"power": "OFF"}))
+            self.wait_members(s, "every member off", lambda states: not any(self.on(v) for v in states.values()))
+            wait_until(f"{group} off", lambda: s.ha.states()[group]["state"] == "off")
+
+            s.ha.call("light", "turn_on", {"entity_id": group, "brightness_pct": 40})
+
+            self.wait_members(s, "every member on at 40 %", lambda states: (
+                all(self.on(v) for v in states.values())
+                and all(abs(states[m].get("brightness", -1) - 40) <= 1 for m in self.DIMMABLE)
+                and states["imp/hall_clock"].get("brightness_raw") == 6))   # the clock's 15 steps
+            wait_until(f"{group} on in Home Assistant", lambda: s.ha.states()[group]["state"] == "on")
+
+            before = s.ha.states()[scene]["state"]
+            s.ha.call("scene", "turn_on", {"entity_id": scene})
+
+            def applied(states):
+                left, lamp = states["lifx/lounge_left"], states["virtual/hall/lamp"]
+                # group/downstairs: OFF, except the two the scene names after it.
+                off = [m for m in self.DEVICES if m not in ("lifx/lounge_left", "virtual/hall/lamp")]
+                return (not any(self.on(states[m]) for m in off)
+                        and self.on(left) and abs(left.get("brightness", -1) - 20) <= 1
+                        and abs((left.get("color") or {}).get("h", -1) - 240) <= 1
+                        and self.on(lamp) and lamp.get("brightness") == 35 and lamp.get("color_temp") == 2700)
+            self.wait_members(s, "the scene movie applied", applied)
+            activated = json.loads(s.watch.snapshot()[f"{BASE}/scene/movie"])
+            self.assertIsNotNone(activated["last_activated"])
+            # Home Assistant's scene entity says when it was activated.
+            wait_until(f"{scene} activated", lambda: s.ha.states()[scene]["state"] not in (before, "unavailable"))
+            self.assertEqual(s.problems(), [])
+        finally:
+            s.close()
+
+    @unittest.expectedFailure
+    def test_the_groups_entity_id_attribute_names_its_members_entities(self):
+        """Known to fail: the attribute lists the entity ids the bridge announced (`default_entity_id`), and the
+        demo announces two devices as `light.kitchen` (virtual/kitchen, lifx/kitchen) and two as `light.porch`
+        (group/porch, lifx/porch): Home Assistant registers the second of each as `…_2`, so the attribute names one
+        member's entity twice and misses the other. Remove the decorator once the bridge's announced entity ids are
+        unique among its devices."""
+        s = Setup("group-members")
+        try:
+            registry, mains = self.start(s)
+            group = registry[mains[f"{BASE}/group/downstairs"]]
+            # Its direct members' entities as Home Assistant registered them (the clock has no main entity).
+            members = sorted(registry[mains[f"{BASE}/{m}"]] for m in self.DIRECT if f"{BASE}/{m}" in mains)
+            self.assertEqual(len(members), len(self.DIRECT) - 1, mains)
+            self.assertEqual(sorted(s.ha.states()[group]["attributes"].get("entity_id", [])), members)
         finally:
             s.close()
 
