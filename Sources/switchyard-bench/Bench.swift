@@ -58,6 +58,7 @@ struct SwitchyardBench: AsyncParsableCommand {
     @Option(help: "Simulated devices for publish, startup and memory.") var devices = 1_000
     @Option(help: "Commands for command-latency (each path).") var commands = 10_000
     @Option(help: "Seconds of command churn before reading memory.") var churnSeconds = 60.0
+    @Option(help: "Commands a second to other lights while the console scenario measures (its churn).") var consoleChurn = 1000
     @Option(help: "Home Assistant entities mirrored during the memory scenario.") var haEntities = 5_000
     @Option(help: "Hostile payloads for the hostile scenario.") var hostilePayloads = 100_000
     @Option(help: "Broker restarts for the reconnect scenario.") var restarts = 20

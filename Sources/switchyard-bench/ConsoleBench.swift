@@ -41,7 +41,7 @@ extension SwitchyardBench {
         defer { pub.close() }
         let churner = try await MQTTProbe.connect(port: port)
         defer { churner.close() }
-        let (devices, rate) = (self.devices, 1000)
+        let (devices, rate) = (self.devices, max(20, consoleChurn))
         let churn = Task {
             var i = 0
             while !Task.isCancelled {

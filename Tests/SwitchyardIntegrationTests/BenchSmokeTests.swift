@@ -13,7 +13,7 @@ import SwitchyardTestSupport
                                                               "--churn-seconds", "0.5", "--ha-entities", "30",
                                                               "--hostile-payloads", "300", "--restarts", "2",
                                                               "--scale-devices", "20,40", "--scale-churn-seconds", "0.5", "--kills", "1",
-                                                              "--group-members", "6", "--group-commands", "5"], outputFile: out)
+                                                              "--group-members", "6", "--group-commands", "5", "--console-churn", "100"], outputFile: out)
         // About a minute here; the bound is for a loaded machine.
         let status = await child.wait(timeout: 180)
         let text = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
