@@ -149,18 +149,18 @@ import Testing
         }
     }
 
-    /// Waits (at most 10 s) until `condition` holds. On a timeout the link is closed first: its sends then
-    /// end (`.disconnected`), so the test's pending `async let`s, awaited as its scope ends, let it fail
-    /// instead of waiting for ever on acks a manual clock never times out.
+    /// Waits (10 s of the time it is given to run: `PollBudget`) until `condition` holds. On a timeout the
+    /// link is closed first: its sends then end (`.disconnected`), so the test's pending `async let`s, awaited
+    /// as its scope ends, let it fail instead of waiting for ever on acks a manual clock never times out.
     func waitFor(_ link: NovaLink, _ condition: @Sendable () async -> Bool) async throws {
-        let deadline = Date().addingTimeInterval(10)
-        while await !condition() {
-            if Date() > deadline {
-                await link.close()
-                throw TestError("timed out waiting on the link")
-            }
-            try await Task.sleep(for: .milliseconds(5))
+        var budget = PollBudget(10)
+        while true {
+            let asked = budget.now
+            if await condition() { return }
+            if await !budget.sleep(0.005, checkedSince: asked) { break }
         }
+        await link.close()
+        throw TestError("timed out waiting on the link")
     }
 }
 
