@@ -77,6 +77,16 @@ public struct StandbyJournal: Sendable {
         }
     }
 
+    /// The commands to replay at a takeover, handed over once: the new active instance answers them, and
+    /// the journal is not fed while it is active, so a later takeover by the same instance must not replay
+    /// them again (it would carry out twice what it already answered).
+    public mutating func takeOver() -> [Entry] {
+        let out = pending
+        pending.removeAll()
+        bytes = 0
+        return out
+    }
+
     /// Drops what is older than the window.
     public mutating func expire(now: MonotonicInstant) {
         while let first = pending.first, (now - first.seenAt).seconds > window {

@@ -110,6 +110,18 @@ import Testing
         #expect(j.pending.count == 1)
     }
 
+    /// What a takeover replays is handed over once: the instance answers it while active (when its journal
+    /// is not fed), so its next takeover, after a phase cut short, replays only what it saw since.
+    @Test func aTakeoverTakesThePendingCommandsOnce() {
+        var j = StandbyJournal(scheme: scheme)
+        j.saw(msg("b/virtual/lamp/set", #"{"state":"ON","transaction":"t1"}"#), now: at(0))
+        #expect(j.takeOver().map(\.transaction) == ["t1"])
+        #expect(j.pending.isEmpty && j.takeOver().isEmpty)
+        // Back on standby: what comes now is kept, and bounded as before.
+        j.saw(msg("b/virtual/lamp/set", #"{"state":"OFF","transaction":"t2"}"#), now: at(5))
+        #expect(j.takeOver().map(\.transaction) == ["t2"])
+    }
+
     @Test func theWindowAndTheBoundsLetTheOldestGo() {
         var j = StandbyJournal(scheme: scheme, window: 30, maxEntries: 2)
         j.saw(msg("b/virtual/lamp/set", #"{"transaction":1}"#), now: at(0))
