@@ -142,6 +142,12 @@ public struct StandbySnapshot: Sendable, Equatable {
         self.group = group
         self.takeovers = takeovers
     }
+
+    /// As `bridge/info`, `bridge/health` and the console's status carry it: `{instance, role, group, takeovers}`.
+    public var json: JSONValue {
+        ["instance": .string(instance), "role": .string(role), "group": .object(group.mapValues(JSONValue.string)),
+         "takeovers": JSONValue(takeovers)]
+    }
 }
 
 extension BridgeEngine {

@@ -279,17 +279,16 @@ actor StandbyCoordinator {
         // The watching connection's stop then says `offline` (its Last Will's payload) and disconnects.
     }
 
-    func standbyInfo() -> JSONValue {
-        ["instance": .string(group.instance), "role": .string(role.rawValue),
-         "group": .object(watch.claims.mapValues { .string($0.role.rawValue) }.merging([group.instance: .string(role.rawValue)]) { $1 }),
-         "takeovers": JSONValue(takeovers)]
-    }
-
-    func updateView() {
+    /// This instance and the group as it knows them (its own role over any claim of its own it heard).
+    var snapshot: StandbySnapshot {
         var roles = watch.claims.mapValues(\.role.rawValue)
         roles[group.instance] = role.rawValue
-        view.standby = StandbySnapshot(instance: group.instance, role: role.rawValue, group: roles, takeovers: takeovers)
+        return StandbySnapshot(instance: group.instance, role: role.rawValue, group: roles, takeovers: takeovers)
     }
+
+    func standbyInfo() -> JSONValue { snapshot.json }
+
+    func updateView() { view.standby = snapshot }
 }
 
 /// The console's engine under hot standby: the active phase's engine while there is one, and a snapshot that

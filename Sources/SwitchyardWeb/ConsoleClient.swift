@@ -200,10 +200,7 @@ final class ConsoleClient: Sendable {
         status["t"] = "status"
         status["ready"] = .bool(reasons.isEmpty)
         status["reasons"] = .array(reasons.map(JSONValue.string))
-        if let sb = e.standby {
-            status["standby"] = ["instance": .string(sb.instance), "role": .string(sb.role), "takeovers": .number(Double(sb.takeovers)),
-                                 "group": .object(sb.group.mapValues(JSONValue.string))]
-        }
+        if let sb = e.standby { status["standby"] = sb.json }
         return .object(status)
     }
 
