@@ -86,11 +86,19 @@ public enum BridgeRuntime {
         var services: [any Service] = [TransportService(transport: transport),
                                        EngineService(engine: engine, adapters: config.upstreams.map { $0.makeAdapter() }, notifier: notifier)]
         if configPath != nil && reloadOnHangup { services.append(ReloadOnHangupService(engine: engine)) }
-        if ProcessInfo.processInfo.environment["SWITCHYARD_MALLOC_TRIM"] != "0" { services.append(MemoryTrimService()) }
         if let interval = SystemdNotifier.watchdogInterval(), notifier.enabled {
             services.append(WatchdogService(engine: engine, notifier: notifier, interval: interval))
         }
-        services += extraServices
+        try await runGroup(services, extra: extraServices, console: console, reloadOnHangup: reloadOnHangup, logger: logger)
+    }
+
+    /// The bridge's own services, then the memory trim, the caller's and the console, as one `ServiceGroup`
+    /// until SIGTERM/SIGINT (and SIGHUP when it does not reload).
+    static func runGroup(_ services: [any Service], extra: [any Service], console: ConsoleService?, reloadOnHangup: Bool,
+                         logger: Logger) async throws {
+        var services = services
+        if ProcessInfo.processInfo.environment["SWITCHYARD_MALLOC_TRIM"] != "0" { services.append(MemoryTrimService()) }
+        services += extra
         // Last in the group, so stopped first: the pages go before the engine does.
         if let console { services.append(console) }
         let group = ServiceGroup(configuration: .init(
@@ -119,14 +127,7 @@ public enum BridgeRuntime {
         var services: [any Service] = [StandbyService(config: config, instance: instance, configPath: configPath, upstreams: upstreams, logger: logger,
                                                       view: view, store: store, feed: feed, notifier: notifier)]
         if configPath != nil && reloadOnHangup { services.append(StandbyReloadService(view: view)) }
-        if ProcessInfo.processInfo.environment["SWITCHYARD_MALLOC_TRIM"] != "0" { services.append(MemoryTrimService()) }
-        services += extraServices
-        if let console { services.append(console) }
-        let group = ServiceGroup(configuration: .init(
-            services: services.map { .init(service: $0) },
-            gracefulShutdownSignals: [.sigterm, .sigint] + (reloadOnHangup ? [] : [.sighup]),
-            logger: logger))
-        try await group.run()
+        try await runGroup(services, extra: extraServices, console: console, reloadOnHangup: reloadOnHangup, logger: logger)
     }
 }
 
