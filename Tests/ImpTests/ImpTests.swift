@@ -231,8 +231,10 @@ final class ImpHarness: Sendable {
 
     @Test func anAgentThatDoesNotAnswerIsRetriedSoonNotAfterAWholePollInterval() async throws {
         // Nothing listens at the agents' address yet: connection refused. poll_interval is an hour, so
-        // only the quick retry for "no HTTP answer" can bring the device online within the wait; the
-        // second device's phase in the schedule (half an hour) must not delay that retry either.
+        // only the quick retry for "no HTTP answer" (2 s, doubling) can bring the device online soon; the
+        // second device's phase in the schedule (half an hour) must not delay that retry either. The
+        // adapter's timers run on a manual clock: how long the retries take is the clock's time, which a
+        // loaded machine cannot stretch.
         let port = TestEnvironment.freePort()
         let config = try SwitchyardConfig.parse(yaml: """
             imp:
@@ -242,20 +244,45 @@ final class ImpHarness: Sendable {
                 - {name: big_clock, agent_id: \(ImpHarness.big)}
                 - {name: weather, agent_id: \(ImpHarness.weather)}
             """, file: "t.yaml", upstreams: [ImpUpstream()])
-        try await BridgeUnderTest.with(subscribe: { ["\($0)/#"] }, adapter: ImpAdapter(settings: try #require(config.settings(ImpUpstream())))) { under in
+        let clock = ManualClock()
+        let adapter = ImpAdapter(settings: try #require(config.settings(ImpUpstream())), clock: clock)
+        try await BridgeUnderTest.with(subscribe: { ["\($0)/#"] }, adapter: adapter) { under in
             let base = under.base
             let t = "\(base)/imp/weather"
+            func online(_ ms: [MQTTProbe.Message]) -> Bool {
+                ms.contains { $0.topic == t && $0.payload.contains(#""agent":"online""#) && $0.payload.contains(#""app":"weather""#) }
+            }
+            var wakes: [Int] = []
+            /// Once both devices' loops are asleep (each after a poll), moves the clock to the earliest wake.
+            func wakeNext() async throws {
+                try await waitUntil("both devices' polls asleep") { clock.sleeping >= 2 }
+                let next = try #require(clock.nextDeadline)
+                wakes.append(Int(((next - .origin).seconds * 1000).rounded()))
+                clock.advance(to: next)
+            }
+            // Each device's first read (big_clock at 0, weather at 0.1 s) and two quick retries, 2 s and then
+            // 4 s after the failure before, all refused.
+            for _ in 0..<12 where clock.now() < .origin + .milliseconds(6_050) { try await wakeNext() }
+            #expect(wakes == [100, 2_000, 2_100, 6_000, 6_100], "the polls' wake times (ms of clock time)")
             try await under.probe.waitFor("agent offline") { ms in ms.contains { $0.topic == t && $0.payload.contains(#""agent":"offline""#) } }
             try await under.probe.waitFor("the warning") { ms in
                 ms.contains { $0.topic == "\(base)/bridge/log" && $0.payload.contains("weather: agent unreachable") }
             }
+            // One warning for the outage, not one per retry.
+            #expect(under.probe.messages.filter { $0.topic == "\(base)/bridge/log" && $0.payload.contains("weather: agent unreachable") }.count == 1)
+            let failedAt = clock.now()
             let sim = try await ImpAgentSimulator.start(agents: [.init(id: ImpHarness.big, app: .bigClock, appcode: ImpHarness.bigCode),
                                                                 .init(id: ImpHarness.weather, app: .weather, appcode: "Weather")],
                                                        port: UInt16(port))
             try await withTeardown {
-                try await under.probe.waitFor("online once the agent answers") { ms in
-                    ms.contains { $0.topic == t && $0.payload.contains(#""agent":"online""#) && $0.payload.contains(#""app":"weather""#) }
+                for _ in 0..<12 where !online(under.probe.messages) {
+                    try await wakeNext()
+                    _ = try? await under.probe.waitFor("weather polled", timeout: 2) { ms in online(ms) || clock.sleeping >= 2 }
                 }
+                try await under.probe.waitFor("online once the agent answers", online)
+                // The retry after the third failure came 8 s later: the next doubling, not the hour.
+                let after = (clock.now() - failedAt).seconds
+                #expect(after <= 8.5, "weather came back \(after) s (clock time) after its agent answered")
                 try await under.probe.waitFor(topic: "\(t)/availability", payload: "online")
             } teardown: {
                 await sim.stop()
