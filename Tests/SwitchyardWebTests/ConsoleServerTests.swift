@@ -187,7 +187,12 @@ import Testing
                 try HTTPProbe.write(fd, Array("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n".utf8))
             }
             let probe = try await c.get("/livez", timeout: 10)
-            #expect(probe.status == 200 && probe.body == "alive\n")
+            // The probe is answered by the liveness check itself: "alive", or, on a machine so starved that
+            // the core took over 5 s to answer (seen under AddressSanitizer beside other builds), the
+            // check's own 503. Either way the slow heads did not hold it up.
+            let answered = (probe.status == 200 && probe.body == "alive\n")
+                || (probe.status == 503 && probe.body.contains("the bridge's core does not answer"))
+            #expect(answered, "/livez answered \(probe.status): \(probe.body.prefix(200))")
             // The oldest gave way; as many as may wait still do.
             let (all, first) = (slow, slow[0])
             #expect(try await c.blocking { HTTPProbe.isClosed(first, waiting: 10) })
