@@ -44,18 +44,24 @@ extension BridgeEngine {
                     available: [String: Bool]) {
         guard let entry = current(adapterID, generation) else { return }
         var out: [RegistryOutput] = []
-        if entry.registry.setDevices(listed, authoritative: authoritative, available: available, into: &out) {
-            emit(out)
+        let changed = entry.registry.setDevices(listed, authoritative: authoritative, available: available, into: &out)
+        emit(out)
+        if changed {
             publishDeviceList()
             updateSubscriptions()
             groupsRelisted(adapterID)
-        } else {
-            emit(out)
         }
         // New devices are announced after the adapter's next states (`report`, `update`), or by the
         // supervisor right after this call if those do not come first.
         if !entry.registry.pendingAnnouncements.isEmpty { childJobQueue.yield(.announce(adapter: adapterID, generation: generation)) }
-        settle(adapterID, generation)
+        // A listing from config names every device there is: none of the others the group knew is coming.
+        if authoritative { expectedDevices[adapterID] = nil }
+        if entry.life.isSettled {
+            // Commands that waited for a device this listing may have brought (or identified) are routed again.
+            if changed { release(entry.life.relisted(), to: entry) }
+        } else {
+            settle(adapterID, generation)
+        }
     }
 
     /// What a listing left to announce, now.
