@@ -272,6 +272,9 @@ public actor BridgeEngine {
         }
         for entry in entries.values { for q in entry.life.waiting { refuse(q.work, "the bridge stopped before the command was carried out") } }
         answerLeftovers(adapterID: nil, generation: nil, "the bridge stopped before the command was carried out")
+        // Stopped before the sweep with a rename's old topics waiting behind its config: both go out now, or those
+        // topics would never be cleared (the next start knows only the new name).
+        if discoveryHold.defersClears { releaseDiscoveryHold() }
         flushPaced()
         publishOffline()
         // An adapter keeps its context, which holds this engine: letting the adapters go breaks that cycle,
