@@ -15,7 +15,10 @@
 ///
 /// `Held` is a command for a device not listed yet, kept raw so that it is routed again once the adapter
 /// has listed (it may name a device the listing brings); `Waiting` is work already routed to this adapter
-/// that waits for an instance that can take it.
+/// that waits for an instance that can take it. A command for a device the instance may still list after
+/// its first listing (one the group's previous active instance listed, one its adapter is still
+/// identifying: `hold(_:bytes:expected:)`) stays held past that listing, until a later listing routes it
+/// again or the start window closes (`stopAwaiting`).
 public struct AdapterLifecycle<Held: Sendable, Waiting: Sendable>: Sendable {
     public enum Phase: Equatable, Sendable {
         /// The first instance of this id, running, with no listing yet.
@@ -108,6 +111,9 @@ public struct AdapterLifecycle<Held: Sendable, Waiting: Sendable>: Sendable {
     /// Listed, gave up listing, or given up on: from then on a command for a device it does not know is
     /// unknown. Kept through a stop: an instance replaced before it ever listed hands its held commands on.
     public private(set) var isSettled = false
+    /// Its start window is open: commands for devices it may still list wait past its first listing
+    /// (`hold(_:bytes:expected:)`). Closed by `stopAwaiting` (the settle time) or a failed run.
+    public private(set) var awaitsDevices = true
     let bounds: Bounds
     private(set) var held: [Held] = []
     private(set) var heldBytes = 0
@@ -170,9 +176,10 @@ public struct AdapterLifecycle<Held: Sendable, Waiting: Sendable>: Sendable {
     }
 
     /// A command for a device this instance has not listed: held until it lists (bounded), or refused as
-    /// unknown once it has.
-    public mutating func hold(_ message: Held, bytes: Int) -> Route {
-        guard !isSettled else { return .refuse(.unknown) }
+    /// unknown once it has. `expected`: a device it may still list (the group knew it, or its adapter lists
+    /// it but is still identifying it), held after the first listing too while the start window is open.
+    public mutating func hold(_ message: Held, bytes: Int, expected: Bool = false) -> Route {
+        guard !isSettled || expected && awaitsDevices && phase != .stopped else { return .refuse(.unknown) }
         guard held.count < bounds.limit, heldBytes + bytes <= bounds.bytes else { return .refuse(.heldFull) }
         held.append(message)
         heldBytes += bytes
@@ -191,20 +198,33 @@ public struct AdapterLifecycle<Held: Sendable, Waiting: Sendable>: Sendable {
         return takeAll()
     }
 
-    /// Its `run` threw: `failed`, settled if it was not (what waited is released as by `settle`). An
-    /// instance on its way out stays on its way.
+    /// Its `run` threw: `failed`, settled if it was not, its start window closed (nothing more will be
+    /// listed): what waited is released as by `settle`. An instance on its way out stays on its way.
     public mutating func runFailed() -> Release {
         switch phase {
-        case .starting, .listing:
+        case .starting, .listing, .running:
             phase = .failed
             isSettled = true
+            awaitsDevices = false
             return takeAll()
-        case .running:
-            phase = .failed
-            return Release()
         default:
             return Release()
         }
+    }
+
+    /// A settled instance listed again: the commands held for devices it may still list are routed again
+    /// (the listing may have brought theirs; the others are held again, in their order).
+    public mutating func relisted() -> Release {
+        guard isSettled, !isEnding else { return Release() }
+        return takeHeld()
+    }
+
+    /// The start window has closed (the settle time passed): nothing waits for a device any more. Returns
+    /// the commands that did, to route again (and be refused as unknown) when the instance has settled.
+    public mutating func stopAwaiting() -> Release {
+        awaitsDevices = false
+        guard isSettled, !isEnding else { return Release() }
+        return takeHeld()
     }
 
     /// Told to stop, after carrying out its queue: work for it from now on waits (for a successor, or to
@@ -239,6 +259,14 @@ public struct AdapterLifecycle<Held: Sendable, Waiting: Sendable>: Sendable {
         guard phase == .replaced else { return Release() }
         phase = .stopped
         return takeAll()
+    }
+
+    private mutating func takeHeld() -> Release {
+        defer {
+            held = []
+            heldBytes = 0
+        }
+        return Release(held: held, heldBytes: heldBytes)
     }
 
     private mutating func takeAll() -> Release {

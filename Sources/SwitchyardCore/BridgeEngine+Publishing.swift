@@ -44,18 +44,24 @@ extension BridgeEngine {
                     available: [String: Bool]) {
         guard let entry = current(adapterID, generation) else { return }
         var out: [RegistryOutput] = []
-        if entry.registry.setDevices(listed, authoritative: authoritative, available: available, into: &out) {
-            emit(out)
+        let changed = entry.registry.setDevices(listed, authoritative: authoritative, available: available, into: &out)
+        emit(out)
+        if changed {
             publishDeviceList()
             updateSubscriptions()
             groupsRelisted(adapterID)
-        } else {
-            emit(out)
         }
         // New devices are announced after the adapter's next states (`report`, `update`), or by the
         // supervisor right after this call if those do not come first.
         if !entry.registry.pendingAnnouncements.isEmpty { childJobQueue.yield(.announce(adapter: adapterID, generation: generation)) }
-        settle(adapterID, generation)
+        // A listing from config names every device there is: none of the others the group knew is coming.
+        if authoritative { expectedDevices[adapterID] = nil }
+        if entry.life.isSettled {
+            // Commands that waited for a device this listing may have brought (or identified) are routed again.
+            if changed { release(entry.life.relisted(), to: entry) }
+        } else {
+            settle(adapterID, generation)
+        }
     }
 
     /// What a listing left to announce, now.
@@ -165,13 +171,23 @@ extension BridgeEngine {
     /// A registry's outputs in order, the publications handed over together (one lock and one wake-up of the
     /// network thread for a listing of thousands, not one each). Its events (`device_added`, …) expire as
     /// `publishEvent`'s do.
+    ///
+    /// While device configs are held (`DiscoveryHold`), a clear that follows a held config (a rename's old
+    /// state, availability and details) is held behind it: the config on the broker that the held one
+    /// replaces may still read that topic, and an emptied topic under a standing config is what Home
+    /// Assistant must never see (the order `DeviceRegistry.rename` makes, kept).
     func emit(_ outputs: [RegistryOutput]) {
         var batch: [Publication] = []
+        var heldConfig = false
         for o in outputs {
             switch o {
             case .publish(var p):
                 if !p.retain && settings.expiry.events > 0 && p.topic == scheme.bridge("event") { p.properties.expiry = settings.expiry.events }
-                if !discoveryHold.takes(p, devicePrefix: devicePrefix) { batch.append(p) }
+                if discoveryHold.takes(p, devicePrefix: devicePrefix) {
+                    heldConfig = true
+                } else if !(heldConfig && discoveryHold.defers(p, under: scheme.base + "/")) {
+                    batch.append(p)
+                }
             case .log(let level, let message):
                 transport.publish(batch)
                 batch.removeAll()
@@ -431,7 +447,7 @@ extension BridgeEngine {
     func finishMigration(_ topics: [String]) {
         sweep = .done
         for t in topics { transport.publish(t, [], qos: 1, retain: true) }
-        transport.publish(discoveryHold.release())
+        releaseDiscoveryHold()
         // Per entity again (`entity` mode after `device`): the configs Home Assistant ignored while the device
         // configs stood go out once more.
         if settings.discoveryMode == .entity && !topics.isEmpty {
@@ -442,6 +458,29 @@ extension BridgeEngine {
             reannounce(reannounceGeneration)
         }
         if !topics.isEmpty { logger.info("migrated Home Assistant discovery", metadata: ["configs": "\(topics.count)"]) }
+    }
+
+    /// What `DiscoveryHold` held goes out: the device configs, then the clears held behind them, but for a
+    /// topic a device has again by now (a device renamed and back meanwhile: its state is there again).
+    func releaseDiscoveryHold() {
+        let (configs, clears) = discoveryHold.release()
+        transport.publish(configs)
+        transport.publish(clears.filter { !isDeviceTopic($0) }.map { Publication($0, [], retain: true) })
+    }
+
+    /// Whether a device has `topic` as its state, availability or details topic now.
+    func isDeviceTopic(_ topic: String) -> Bool {
+        for (id, entry) in entries {
+            for prefix in [scheme.device(adapter: id, name: ""), scheme.deviceDetails(adapter: id, name: "")] where topic.hasPrefix(prefix) {
+                let rest = String(topic.dropFirst(prefix.count))
+                let names = rest.hasSuffix("/availability") ? [rest, String(rest.dropLast("/availability".count))] : [rest]
+                for name in names where entry.registry.byName[name] != nil {
+                    if [scheme.device(adapter: id, name: name), scheme.availability(adapter: id, name: name),
+                        scheme.deviceDetails(adapter: id, name: name)].contains(topic) { return true }
+                }
+            }
+        }
+        return false
     }
 
     /// Re-announces discovery, state and availability of every device (HA birth, `republish` request).
@@ -490,11 +529,17 @@ extension BridgeEngine {
 /// Device configs waiting for the sweep (`device` mode): until the configs of an earlier per-entity install
 /// are migrated, a device config naming the same entities would be refused by Home Assistant as conflicting.
 /// The latest config of each topic is kept, in first-held order; a clear goes out at once and drops what
-/// was held for its topic.
+/// was held for its topic. Clears of device topics that came behind a held config (`defers`) wait too, and
+/// go out after the configs.
 struct DiscoveryHold {
     var active = false
     private var order: [String] = []
     private var held: [String: Publication] = [:]
+    /// Topics to clear once the configs are out, in first-deferred order.
+    private var clears: [String] = []
+    private var clearing: Set<String> = []
+    /// Clears wait behind held configs.
+    var defersClears: Bool { !clears.isEmpty }
 
     /// Whether `p` is held (else it goes out).
     mutating func takes(_ p: Publication, devicePrefix: String) -> Bool {
@@ -507,11 +552,18 @@ struct DiscoveryHold {
         return true
     }
 
-    /// What was held, in order; nothing is held from now on.
-    mutating func release() -> [Publication] {
+    /// Whether `p`, which came behind a held config, waits for it: a retained clear of a topic under `base`.
+    mutating func defers(_ p: Publication, under base: String) -> Bool {
+        guard active, p.retain, p.topic.hasPrefix(base), case .bytes(let b) = p.body, b.isEmpty else { return false }
+        if clearing.insert(p.topic).inserted { clears.append(p.topic) }
+        return true
+    }
+
+    /// What was held, in order: the configs, and the topics to clear after them; nothing is held from now on.
+    mutating func release() -> (configs: [Publication], clears: [String]) {
         active = false
-        defer { order = []; held = [:] }
-        return order.compactMap { held[$0] }
+        defer { order = []; held = [:]; clears = []; clearing = [] }
+        return (order.compactMap { held[$0] }, clears)
     }
 }
 

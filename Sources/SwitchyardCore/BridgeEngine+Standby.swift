@@ -63,6 +63,15 @@ extension BridgeEngine {
         }
     }
 
+    /// Before `run`, after a takeover: the devices the group's previous active instance listed, by adapter and
+    /// name (`StandbyJournal.knownDevices`). A command for one that an adapter has not listed yet (a LIFX light
+    /// its LAN has not found again) waits for it, bounded like commands held before a first listing, until
+    /// the adapter's settle time after its start; an adapter that lists from its config (authoritative)
+    /// expects no more than it lists. The core's own groups and scenes are not among them.
+    public func expectDevices(_ devices: [String: Set<String>]) {
+        expectedDevices = devices.filter { !GroupCore.ids.contains($0.key) && !$0.value.isEmpty }
+    }
+
     /// Figures the runtime adds to `bridge/health` (the standby instance and its role).
     public func setHealthExtra(_ extra: [String: JSONValue]) { healthExtra = extra }
 

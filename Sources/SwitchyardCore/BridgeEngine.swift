@@ -198,6 +198,9 @@ public actor BridgeEngine {
     /// figures the runtime adds to `bridge/health`, and the console's view of the instance.
     var replay: Replay?
     var standbyReplayed = 0
+    /// Devices the group's previous active instance listed, by adapter and name (`expectDevices`): their
+    /// commands wait for this instance's adapters to list them, until each adapter's start window closes.
+    var expectedDevices: [String: Set<String>] = [:]
     var healthExtra: [String: JSONValue] = [:]
     var standby: StandbySnapshot?
     /// The per-device options by adapter and stable id (`setDevicePolicies`), for registries made later too.
@@ -269,6 +272,9 @@ public actor BridgeEngine {
         }
         for entry in entries.values { for q in entry.life.waiting { refuse(q.work, "the bridge stopped before the command was carried out") } }
         answerLeftovers(adapterID: nil, generation: nil, "the bridge stopped before the command was carried out")
+        // Stopped before the sweep with a rename's old topics waiting behind its config: both go out now, or those
+        // topics would never be cleared (the next start knows only the new name).
+        if discoveryHold.defersClears { releaseDiscoveryHold() }
         flushPaced()
         publishOffline()
         // An adapter keeps its context, which holds this engine: letting the adapters go breaks that cycle,
@@ -318,7 +324,7 @@ public actor BridgeEngine {
                 case .settle(let adapter, let generation, let after):
                     group.addTask {
                         do { try await self.clock.sleep(seconds: after) } catch { return }
-                        await self.settle(adapter, generation)
+                        await self.startWindowClosed(adapter, generation)
                     }
                 }
             }
@@ -463,6 +469,17 @@ public actor BridgeEngine {
         maybeSweep()
     }
 
+    /// The settle time after an instance started has passed: it is settled if it was not, and no command
+    /// waits any more for a device it may still list (those that did are routed again: carried out, or
+    /// refused as unknown). The devices the group knew are no longer expected of it.
+    func startWindowClosed(_ adapterID: String, _ generation: UInt64) {
+        guard let entry = current(adapterID, generation) else { return }
+        expectedDevices[adapterID] = nil
+        let waited = entry.life.stopAwaiting()
+        settle(adapterID, generation)
+        release(waited, to: entry)
+    }
+
     /// Work a lifecycle transition let go: waiting work queued to the instance, held commands routed again.
     func release(_ r: Lifecycle.Release, to entry: AdapterEntry) {
         for q in r.waiting { enqueue(entry, q.work) }
@@ -470,9 +487,11 @@ public actor BridgeEngine {
     }
 
     /// A command for a device its adapter has not listed: held until the adapter lists (within the
-    /// per-adapter bounds), or refused as unknown once it has.
-    func hold(_ m: InboundMessage, for entry: AdapterEntry, _ message: String, transaction: JSONValue?, resultTopic: String, replyTo: ReplyTo?) {
-        switch entry.life.hold(m, bytes: m.payload.count + (m.replyTo?.footprint ?? 0)) {
+    /// per-adapter bounds), or refused as unknown once it has; one for a device it may still list
+    /// (`expected`) is held until a listing brings it or the adapter's start window closes.
+    func hold(_ m: InboundMessage, for entry: AdapterEntry, _ message: String, expected: Bool, transaction: JSONValue?, resultTopic: String,
+              replyTo: ReplyTo?) {
+        switch entry.life.hold(m, bytes: m.payload.count + (m.replyTo?.footprint ?? 0), expected: expected) {
         case .kept, .enqueue:
             return
         case .refuse(.heldFull):
@@ -553,7 +572,7 @@ public actor BridgeEngine {
             if m.topic == replayTopic { replayed(m); return }
             noteDelivered(m)
         }
-        switch router.route(m, in: Directory(entries: entries, order: adapterOrder)) {
+        switch router.route(m, in: Directory(entries: entries, order: adapterOrder, expected: expectedDevices)) {
         case .none:
             break
         case .homeAssistantOnline:
@@ -582,9 +601,9 @@ public actor BridgeEngine {
         case .reject(let message, let topic, let transaction, let resultTopic, let replyTo):
             observers.commandRefused(topic)
             reportError(message, topic: topic, transaction: transaction, resultTopic: resultTopic, replyTo: replyTo)
-        case .unknownDevice(let adapter, let message, let topic, let transaction, let resultTopic, let replyTo):
+        case .unknownDevice(let adapter, let message, let expected, let topic, let transaction, let resultTopic, let replyTo):
             if let entry = entries[adapter] {
-                hold(m, for: entry, message, transaction: transaction, resultTopic: resultTopic, replyTo: replyTo)
+                hold(m, for: entry, message, expected: expected, transaction: transaction, resultTopic: resultTopic, replyTo: replyTo)
             } else {
                 observers.commandRefused(topic)
                 reportError(message, topic: topic, transaction: transaction, resultTopic: resultTopic, replyTo: replyTo)
@@ -596,6 +615,7 @@ public actor BridgeEngine {
     struct Directory: InboundDirectory {
         let entries: [String: AdapterEntry]
         let order: [String]
+        let expected: [String: Set<String>]
         func isMirror(_ adapter: String) -> Bool? { entries[adapter]?.isMirror }
         func device(_ adapter: String, named name: String) -> (id: String, descriptor: DeviceDescriptor, name: String)? {
             guard let r = entries[adapter]?.registry.record(named: name) else { return nil }
@@ -603,6 +623,7 @@ public actor BridgeEngine {
         }
         var adapterIDs: [String] { order }
         func retired(_ adapter: String, named name: String) -> String? { entries[adapter]?.registry.retired[name] }
+        func expects(_ adapter: String, named name: String) -> Bool { expected[adapter]?.contains(name) == true }
     }
 
     /// Queues work for an adapter, within its bounds; what its lifecycle keeps (a reload replacing it, a

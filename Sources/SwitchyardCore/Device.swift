@@ -40,6 +40,10 @@ public struct DeviceDescriptor: Sendable, Equatable {
     /// Attributes Home Assistant shows on the device's main entity, whatever its state (a group's members'
     /// entity ids, as `entity_id`: Home Assistant's own groups say their members so).
     public var entityAttributes: [String: JSONValue]
+    /// Listed before its upstream has said what it is (an Imp whose app is still being detected): its
+    /// capabilities are not final, so a command for it waits (like one for a device not listed yet) until it
+    /// is listed without this, or its adapter's start window closes (docs/topics.md "Devices").
+    public var detecting = false
 
     public init(id: String, label: String, configuredName: String? = nil, namespace: String = "", model: String? = nil,
                 manufacturer: String? = nil, category: DeviceCategory, capabilities: [Capability],

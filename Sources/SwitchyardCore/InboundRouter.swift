@@ -28,9 +28,11 @@ public enum InboundRoute: Sendable, Equatable {
     /// Response Topic when it gave one).
     case reject(String, topic: String, transaction: JSONValue?, resultTopic: String?, replyTo: ReplyTo?)
     /// For a device the adapter has not listed: refused once the adapter has listed its devices, held
-    /// until then (a command replayed from the session right after a restart). `resultTopic` is where a
-    /// command with a transaction is answered (its name as the topic gave it).
-    case unknownDevice(adapter: String, String, topic: String, transaction: JSONValue?, resultTopic: String, replyTo: ReplyTo?)
+    /// until then (a command replayed from the session right after a restart). `expected`: a device the
+    /// adapter may still list, or lists but is still identifying (`DeviceDescriptor.detecting`), whose
+    /// commands wait past the first listing while its start window is open (design.md §18 "What is carried
+    /// over"). `resultTopic` is where a command with a transaction is answered (its name as the topic gave it).
+    case unknownDevice(adapter: String, String, expected: Bool, topic: String, transaction: JSONValue?, resultTopic: String, replyTo: ReplyTo?)
 }
 
 /// How the router sees the running adapters: each adapter's kind and devices by name.
@@ -40,10 +42,14 @@ public protocol InboundDirectory {
     var adapterIDs: [String] { get }
     /// Why no device has this name any more (renamed, disabled), or nil.
     func retired(_ adapter: String, named name: String) -> String?
+    /// Whether the adapter may still list a device of this name it has not listed (the group's previous
+    /// active instance listed it: design.md §18).
+    func expects(_ adapter: String, named name: String) -> Bool
 }
 
 extension InboundDirectory {
     public func retired(_ adapter: String, named name: String) -> String? { nil }
+    public func expects(_ adapter: String, named name: String) -> Bool { false }
 }
 
 public struct InboundRouter: Sendable {
@@ -172,6 +178,11 @@ public struct InboundRouter: Sendable {
             return rejection
         }
         let d = known!
+        // Its fields are not known yet: judged against them once they are (or refused with this when they never come).
+        if d.descriptor.detecting {
+            return .unknownDevice(adapter: adapter, "device '\(device)' of adapter '\(adapter)' is still being identified by its upstream (its fields are not known yet)",
+                                  expected: true, topic: m.topic, transaction: parsed.transaction, resultTopic: resultTopic, replyTo: replyTo)
+        }
         switch CommandParser.validate(parsed.fields, against: d.descriptor) {
         case .failure(let f):
             return .reject(f.message, topic: m.topic, transaction: parsed.transaction, resultTopic: resultTopic, replyTo: replyTo)
@@ -193,7 +204,8 @@ public struct InboundRouter: Sendable {
                 return .reject("device '\(device)' of adapter '\(adapter)' \(why)", topic: topic, transaction: transaction,
                                resultTopic: transaction == nil ? nil : resultTopic ?? scheme.result(adapter: adapter, name: device), replyTo: replyTo)
             }
-            return .unknownDevice(adapter: adapter, "unknown device '\(device)' for adapter '\(adapter)'", topic: topic, transaction: transaction,
+            return .unknownDevice(adapter: adapter, "unknown device '\(device)' for adapter '\(adapter)'", expected: directory.expects(adapter, named: device),
+                                  topic: topic, transaction: transaction,
                                   resultTopic: resultTopic ?? scheme.result(adapter: adapter, name: device), replyTo: replyTo)
         }
         return nil

@@ -20,8 +20,8 @@ public struct StandbyJournal: Sendable {
     public let maxEntries: Int
     public let maxBytes: Int
     var bytes = 0
-    /// Device state topics (from `bridge/devices`) → (adapter, device id).
-    var devices: [String: (adapter: String, id: String)] = [:]
+    /// Device state topics (from `bridge/devices`) → (adapter, device id, name).
+    var devices: [String: (adapter: String, id: String, name: String)] = [:]
     /// JSON objects under the base that may be device states (the broker replays retained messages
     /// in its own order: a state may come before the list that names its topic), at most `maxStateBytes`.
     var states: [String: [UInt8]] = [:]
@@ -105,6 +105,14 @@ public struct StandbyJournal: Sendable {
         return out
     }
 
+    /// The devices the active instance listed last (`bridge/devices`), by adapter and name: what a new active
+    /// instance's commands may wait for (`BridgeEngine.expectDevices`).
+    public var knownDevices: [String: Set<String>] {
+        var out: [String: Set<String>] = [:]
+        for d in devices.values { out[d.adapter, default: []].insert(d.name) }
+        return out
+    }
+
     /// The `transaction` of a command's JSON payload, if it has one (the cheap reader: nothing else is built).
     static func transaction(_ payload: [UInt8]) -> JSONValue? {
         guard case .object(let o)? = try? JSONValue.parse(payload, keeping: { $0 == "transaction" }) else { return nil }
@@ -113,10 +121,11 @@ public struct StandbyJournal: Sendable {
 
     mutating func readDeviceList(_ payload: [UInt8]) {
         guard case .array(let list)? = try? JSONValue.parse(payload) else { return }
-        var next: [String: (adapter: String, id: String)] = [:]
+        var next: [String: (adapter: String, id: String, name: String)] = [:]
         for item in list {
-            guard let topic = item["topic"]?.stringValue, let adapter = item["adapter"]?.stringValue, let id = item["id"]?.stringValue else { continue }
-            next[topic] = (adapter, id)
+            guard let topic = item["topic"]?.stringValue, let adapter = item["adapter"]?.stringValue, let id = item["id"]?.stringValue,
+                  let name = item["name"]?.stringValue else { continue }
+            next[topic] = (adapter, id, name)
         }
         devices = next
     }

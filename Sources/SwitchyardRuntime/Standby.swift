@@ -209,6 +209,7 @@ actor StandbyCoordinator {
         let restore = journal.restorable
         for a in adapters { await a.restore(states: restore[a.id] ?? [:]) }
         await engine.prepareReplay(journal.takeOver().map(\.message))
+        await engine.expectDevices(journal.knownDevices)
         logger.info("standby: taking over", metadata: ["instance": "\(group.instance)", "from": "\(from ?? "none")", "reason": "\(reason)"])
         transport.start()
         // The broker answers the connect at once on a healthy link; the transport gives up after its attempts.

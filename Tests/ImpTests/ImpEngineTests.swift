@@ -47,6 +47,43 @@ import Testing
         }
     }
 
+    /// A standby takeover's new instance starts from the apps the group's previous active instance detected
+    /// (each device's last state): the device is listed with its app's fields before its agent has answered,
+    /// so a command is judged against them and reaches the adapter, which asks the agent first (here it is
+    /// gone: the answer says so, not that the fields are unknown). A restored app the agent contradicts is
+    /// corrected at the first read.
+    @Test func aTakeoverStartsFromTheAppsThePreviousInstanceDetected() async throws {
+        let sim = try await ImpAgentSimulator.start(agents: [
+            .init(id: ImpHarness.matrix, app: .matrixClock, appcode: ImpHarness.matrixCode),
+            .init(id: ImpHarness.big, app: .bigClock, appcode: ImpHarness.bigCode),
+        ])
+        try await withTeardown {
+            sim.setGone(ImpHarness.matrix, true)
+            let config = try SwitchyardConfig.parse(yaml: """
+                imp:
+                  base_url: \(sim.baseURL)
+                  poll_interval: 3600
+                  apps: {\(ImpHarness.matrixCode): matrixclock, \(ImpHarness.bigCode): bigclock}
+                  devices:
+                    - {name: hall_clock, agent_id: \(ImpHarness.matrix)}
+                    - {name: big_clock, agent_id: \(ImpHarness.big)}
+                """, file: "t.yaml", upstreams: [ImpUpstream()])
+            let adapter = ImpAdapter(settings: try #require(config.settings(ImpUpstream())))
+            // The hall clock's appcode names its app through this config's `apps`; the big clock's last state
+            // names the wrong app, which its agent corrects.
+            await adapter.restore(states: ["hall_clock": ["app": "renamed", "appcode": .string(ImpHarness.matrixCode), "brightness": 47],
+                                           "big_clock": ["app": "matrixclock", "appcode": .null]])
+            try await InMemoryBridge.with(adapters: [adapter]) { b in
+                b.command("imp", "hall_clock", #"{"brightness": 20, "transaction": "t1"}"#)
+                let r = try await b.result("imp", "hall_clock", transaction: "t1")
+                #expect(r["status"] == "error" && r["error"]?.stringValue?.contains("agent unreachable") == true, "\(r)")
+                try await b.waitForState("imp", "big_clock") { $0["agent"] == "online" && $0["app"] == "bigclock" }
+            }
+        } teardown: {
+            await sim.stop()
+        }
+    }
+
     /// A device its agent reports disconnected: state and availability change together, and a command is
     /// refused without a request.
     @Test func aDisconnectedDeviceIsOfflineAndItsCommandsAreRefused() async throws {

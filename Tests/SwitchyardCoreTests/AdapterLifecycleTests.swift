@@ -75,6 +75,49 @@ import Testing
         do { let r = l.hold("h1", bytes: 2); #expect(r == expected) }
     }
 
+    /// A command for a device the instance may still list (the group knew it, its adapter is identifying
+    /// it): held past the first listing, while the start window is open, in every live phase.
+    @Test(arguments: [
+        (Phase.starting, Life.Route.kept), (.listing, .kept), (.running, .kept), (.failed, .refuse(.unknown)),
+        (.draining(successor: true), .kept), (.replaced, .kept), (.stopped, .refuse(.unknown)),
+    ])
+    func aCommandForAnExpectedDeviceIsHeldWhileTheStartWindowIsOpen(phase: Phase, expected: Life.Route) {
+        var l = life(in: phase)
+        do { let r = l.hold("h1", bytes: 2, expected: true); #expect(r == expected) }
+    }
+
+    /// After the first listing, a later listing routes the expected commands again (the listing may have
+    /// brought their devices), and the window's end lets them go for good: then they are unknown.
+    @Test func expectedCommandsWaitForALaterListingOrTheEndOfTheWindow() {
+        var l = fresh()
+        do { let r = l.hold("h1", bytes: 2, expected: true); #expect(r == .kept) }
+        do { let r = l.settle(); #expect(r.held == ["h1"]) }
+        // Routed again: still not listed, held again; a device nobody expects is unknown at once.
+        do { let r = l.hold("h1", bytes: 2, expected: true); #expect(r == .kept) }
+        do { let r = l.hold("x", bytes: 1); #expect(r == .refuse(.unknown)) }
+        do { let r = l.relisted(); #expect(r.held == ["h1"] && r.heldBytes == 2 && r.waiting.isEmpty) }
+        #expect(l.heldCount == 0 && l.phase == .running)
+        do { let r = l.hold("h1", bytes: 2, expected: true); #expect(r == .kept) }
+        do { let r = l.stopAwaiting(); #expect(r.held == ["h1"]) }
+        #expect(!l.awaitsDevices)
+        do { let r = l.hold("h1", bytes: 2, expected: true); #expect(r == .refuse(.unknown)) }
+        do { let r = l.relisted(); #expect(r.isEmpty) }
+    }
+
+    /// The window closing before the first listing releases nothing yet (the listing, or the settle time,
+    /// does); a failed run closes it too, and lets go what waited.
+    @Test func theWindowClosesAtTheSettleTimeOrWhenTheRunFails() {
+        var l = fresh()
+        _ = l.hold("h1", bytes: 2, expected: true)
+        do { let r = l.stopAwaiting(); #expect(r.isEmpty && l.heldCount == 1) }
+        do { let r = l.settle(); #expect(r.held == ["h1"]) }
+        do { let r = l.hold("h1", bytes: 2, expected: true); #expect(r == .refuse(.unknown)) }
+        var m = fresh()
+        _ = m.settle()
+        _ = m.hold("h2", bytes: 2, expected: true)
+        do { let r = m.runFailed(); #expect(r.held == ["h2"] && !m.awaitsDevices && m.phase == .failed) }
+    }
+
     /// An instance replaced before it ever listed keeps holding, for its successor.
     @Test func anInstanceStoppedBeforeItListedKeepsHoldingForItsSuccessor() {
         var l = fresh()

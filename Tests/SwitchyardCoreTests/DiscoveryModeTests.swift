@@ -141,6 +141,42 @@ import Testing
         }
     }
 
+    /// A rename while the device configs wait for the sweep (the first seconds after a start or a standby
+    /// takeover, when the config of the previous run stands on the broker and still reads the old topics):
+    /// the old state, availability and details are cleared only after the new config has gone out, and a
+    /// device renamed back meanwhile keeps its state (the soak found `virtual/outside` emptied under its
+    /// standing config).
+    @Test func aRenameBeforeTheSweepClearsTheOldTopicsOnlyAfterTheNewConfig() async throws {
+        let t = InMemoryTransport()
+        let e = engine(t, mode: .device)
+        let deviceTopic = "homeassistant/device/switchyard_b_test_lamp-1/config"
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await e.run(adapters: [ScriptedAdapter(devices: [ScriptedAdapter.lamp()])]) }
+            defer { t.finish() }
+            try await waitUntil("its state") { t.published.contains { $0.topic == "b/test/lamp" } }
+            await e.setDevicePolicies(["test": ["lamp-1": DevicePolicy(name: "desk")]])
+            try await waitUntil("the state under the new name") { t.published.contains { $0.topic == "b/test/desk" } }
+            #expect(!t.published.contains { $0.topic == "b/test/lamp" && $0.payload.isEmpty },
+                    "b/test/lamp emptied while the config on the broker still reads it")
+            // And back, still before the sweep: the lamp's state is there again, the desk's to be cleared.
+            await e.setDevicePolicies([:])
+            t.inject(.connected(sessionPresent: false))
+            try await waitUntil("the sweep's sentinel") { t.published.contains { $0.topic == "b/bridge/sweep" } }
+            let nonce = t.published.last { $0.topic == "b/bridge/sweep" }!.payload
+            t.inject(.message(InboundMessage(topic: "b/bridge/sweep", payload: Array(nonce.utf8))))
+            try await waitUntil("the desk's topics cleared") { t.published.contains { $0.topic == "b/test/desk" && $0.payload.isEmpty } }
+            let config = try #require(t.published.lastIndex { $0.topic == deviceTopic && !$0.payload.isEmpty })
+            #expect(t.published[config].payload.contains(#""b/test/lamp""#))
+            for topic in ["b/test/desk", "b/test/desk/availability", "b/bridge/devices/test/desk"] {
+                let cleared = try #require(t.published.firstIndex { $0.topic == topic && $0.payload.isEmpty && $0.retain }, "\(topic) not cleared")
+                #expect(cleared > config, "\(topic) cleared before the config that replaces the one reading it")
+            }
+            #expect(!t.published.contains { ["b/test/lamp", "b/test/lamp/availability"].contains($0.topic) && $0.payload.isEmpty },
+                    "the lamp's topics were cleared though it has them again")
+            #expect(t.published.last { $0.topic == "b/test/lamp" }.map { !$0.payload.isEmpty } == true)
+        }
+    }
+
     /// Home Assistant's birth: what it may have lost while subscribing goes again, `reannounceBatch` devices
     /// at a time (a burst of thousands overflows the broker's queue for it: docs/performance.md).
     @Test func theBirthReannouncementGoesOutAFewDevicesAtATime() async throws {

@@ -53,7 +53,7 @@ struct Directory: InboundDirectory {
 
     @Test func anUnknownDeviceIsNamedSoTheEngineCanHoldItUntilTheListing() {
         #expect(route("b/test/desk/set", #"{"state":"ON","transaction":2}"#)
-                == .unknownDevice(adapter: "test", "unknown device 'desk' for adapter 'test'", topic: "b/test/desk/set", transaction: 2, resultTopic: "b/test/desk/result", replyTo: nil))
+                == .unknownDevice(adapter: "test", "unknown device 'desk' for adapter 'test'", expected: false, topic: "b/test/desk/set", transaction: 2, resultTopic: "b/test/desk/result", replyTo: nil))
     }
 
     @Test func retainedCommandsOldCommandsMirrorsAndBirth() {

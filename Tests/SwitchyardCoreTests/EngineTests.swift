@@ -265,6 +265,73 @@ actor EchoAdapter: Adapter {
         }
     }
 
+    /// After a standby takeover (design.md §18) the engine is told the devices the group's previous active
+    /// instance listed: a command for one its adapter has not listed yet waits past the adapter's first
+    /// listing for the listing that brings it (a LIFX light the LAN finds again), while a command for a
+    /// device nobody knew is refused at once, as before.
+    @Test func aCommandForADeviceTheGroupKnewWaitsForTheListingThatBringsIt() async throws {
+        let t = InMemoryTransport()
+        let e = engine(t)
+        await e.expectDevices(["test": ["desk"]])
+        let a = ScriptedAdapter(devices: [ScriptedAdapter.lamp()])
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await e.run(adapters: [a]) }
+            defer { t.finish() }
+            try await waitUntil("listed") { await e.deviceNames("test") == ["lamp-1": "lamp"] }
+            command(t, 1, device: "desk")
+            command(t, 2, device: "nosuch")
+            try await waitUntil("the unknown device answered") { results(t)["t2"] != nil }
+            #expect(results(t)["t2"]?.first?["error"]?.stringValue?.contains("unknown device 'nosuch'") == true)
+            #expect(results(t)["t1"] == nil, "the known device's command was answered before its device was listed: \(results(t)["t1"] ?? [])")
+            await a.list([ScriptedAdapter.lamp(), ScriptedAdapter.lamp("lamp-2", name: "desk")])
+            try await waitUntil("the desk's command answered") { results(t)["t1"] != nil }
+            #expect(results(t)["t1"] == [["status": "ok", "transaction": "t1"]])
+            #expect(await a.commands.map(\.deviceID) == ["lamp-2"])
+        }
+    }
+
+    /// The wait is bounded by the adapter's settle time: a device the group knew that never comes is then
+    /// unknown, and its command answered once.
+    @Test func aDeviceTheGroupKnewThatNeverComesIsUnknownAfterTheSettleTime() async throws {
+        let t = InMemoryTransport()
+        var logger = Logger(label: "t")
+        logger.logLevel = .critical
+        let e = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: "b"), version: "t", settleTimeout: 0.5), transport: t, logger: logger)
+        await e.expectDevices(["test": ["desk"]])
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await e.run(adapters: [ScriptedAdapter(devices: [ScriptedAdapter.lamp()])]) }
+            defer { t.finish() }
+            try await waitUntil("listed") { await e.deviceNames("test") == ["lamp-1": "lamp"] }
+            command(t, 1, device: "desk")
+            try await waitUntil("answered") { results(t)["t1"] != nil }
+            let got = results(t)["t1"] ?? []
+            #expect(got.count == 1 && got.first?["error"]?.stringValue?.contains("unknown device 'desk'") == true, "\(got)")
+        }
+    }
+
+    /// A device listed before its upstream said what it is (`detecting`: an Imp whose app is being detected)
+    /// has no fields yet: its command waits for the listing that gives them, instead of being refused for
+    /// fields it does not have yet.
+    @Test func aCommandForADeviceStillBeingIdentifiedWaitsForItsFields() async throws {
+        let t = InMemoryTransport()
+        let e = engine(t)
+        var bare = DeviceDescriptor(id: "lamp-1", label: "Lamp", configuredName: "lamp", category: .generic, capabilities: [])
+        bare.detecting = true
+        let a = ScriptedAdapter(devices: [bare])
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await e.run(adapters: [a]) }
+            defer { t.finish() }
+            try await waitUntil("listed") { await e.deviceNames("test") == ["lamp-1": "lamp"] }
+            command(t, 1)
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(results(t)["t1"] == nil, "answered before the device's fields were known: \(results(t)["t1"] ?? [])")
+            await a.list([ScriptedAdapter.lamp()])
+            try await waitUntil("answered") { results(t)["t1"] != nil }
+            #expect(results(t)["t1"] == [["status": "ok", "transaction": "t1"]])
+            #expect(await a.commands.first?.fields["brightness"] == 1)
+        }
+    }
+
     /// A command with a transaction for a device the adapter does not know is answered with the error.
     @Test func anUnknownDeviceIsAnsweredOnItsResultTopic() async throws {
         let t = InMemoryTransport()

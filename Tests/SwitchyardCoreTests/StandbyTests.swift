@@ -146,4 +146,17 @@ import Testing
         j.saw(msg("b/virtual/kitchen", "", retain: true), now: at(2))
         #expect(j.restorable.isEmpty)
     }
+
+    /// The devices the active instance listed last, by adapter and name: what a new active instance's
+    /// commands may wait for. A new list replaces the old one.
+    @Test func theDevicesTheActiveInstanceListedAreKnownByName() {
+        var j = StandbyJournal(scheme: scheme)
+        #expect(j.knownDevices.isEmpty)
+        j.saw(msg("b/bridge/devices", #"[{"adapter":"virtual","id":"k1","name":"kitchen","topic":"b/virtual/kitchen"},"# +
+                  #"{"adapter":"lifx","id":"d073d5100001","name":"desk","topic":"b/lifx/desk"},"# +
+                  #"{"adapter":"lifx","id":"d073d5100002","name":"shelf/strip","topic":"b/lifx/shelf/strip"}]"#, retain: true), now: at(0))
+        #expect(j.knownDevices == ["virtual": ["kitchen"], "lifx": ["desk", "shelf/strip"]])
+        j.saw(msg("b/bridge/devices", #"[{"adapter":"lifx","id":"d073d5100001","name":"desk","topic":"b/lifx/desk"}]"#), now: at(1))
+        #expect(j.knownDevices == ["lifx": ["desk"]])
+    }
 }

@@ -105,7 +105,13 @@ import Testing
             #expect(now.contains(comment), "comment line lost: \(comment)")
         }
 
-        // On the broker: the old topics empty, the new one there; kitchen's state not retained any more.
+        // On the broker: the old topics empty, the new one there; kitchen's state not retained any more. The
+        // old topics are emptied after the new discovery config, which waits for the bridge's discovery sweep
+        // in its first seconds (design.md §16): a moment after the answer, not before it.
+        let port = broker.port
+        try await waitUntil("lifx/desk cleared") {
+            (try? await Self.retained(port: port, ["\(base)/lifx/desk"]))?.isEmpty == true
+        }
         let kept = try await Self.retained(port: broker.port, ["\(base)/lifx/desk", "\(base)/lifx/study_lamp", "\(base)/virtual/kitchen"])
         #expect(!kept.contains { $0.topic == "\(base)/lifx/desk" }, "\(kept)")
         #expect(kept.contains { $0.topic == "\(base)/lifx/study_lamp" }, "\(kept)")

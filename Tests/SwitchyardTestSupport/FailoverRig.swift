@@ -68,8 +68,9 @@ public final class FailoverRig: @unchecked Sendable {
 
     /// The rig over `broker` and the LIFX cloud at `lifxURL` (token `t`); every instance it started is
     /// killed when `body` returns or throws. `standby: false` leaves `standby:` out of the config: each
-    /// process started is then a plain bridge (started without `--instance`).
-    public static func with<R: Sendable>(broker: any TestBroker, lifxURL: String, standby: Bool = true,
+    /// process started is then a plain bridge (started without `--instance`). `lifxMore` goes inside the
+    /// `lifx:` section (`lan: {…}`), `more` after the config (other upstreams' sections).
+    public static func with<R: Sendable>(broker: any TestBroker, lifxURL: String, standby: Bool = true, lifxMore: String = "", more: String = "",
                                          _ body: (FailoverRig) async throws -> R) async throws -> R {
         let probe = try await MQTTProbe.connect(port: broker.port)
         defer { probe.close() }
@@ -82,7 +83,8 @@ public final class FailoverRig: @unchecked Sendable {
         mqtt: {url: "mqtt://127.0.0.1:\(broker.port)", base_topic: \(rig.base), keepalive: \(keepalive)}
         \(standby ? "standby: {enabled: true, takeover_delay: \(takeoverDelay)}" : "")
         virtual: {devices: [{name: lamp, type: light}, {name: spare, type: light}]}
-        lifx: {token: t, api_url: "\(lifxURL)", poll_interval: 2, min_interval: 0.05}
+        lifx: {token: t, api_url: "\(lifxURL)", poll_interval: 2, min_interval: 0.05\(lifxMore.isEmpty ? "" : ", " + lifxMore)}
+        \(more)
         """.writeForTest(toFile: rig.configPath, replacing: true)
         probe.stream { [weak rig] m in rig?.read(m) }
         try await probe.subscribe("\(rig.base)/#")

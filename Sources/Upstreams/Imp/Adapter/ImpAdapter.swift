@@ -49,6 +49,9 @@ public actor ImpAdapter: Adapter {
 
     struct DeviceState {
         var profile: ImpProfile?
+        /// `profile` came from the group's previous active instance (`restore`): used until the agent is
+        /// asked which app it runs, at this run's first read.
+        var restored = false
         var appcode: String?
         /// The agent's own version, when `/controller/info` gives one (ThermalForecastWorld does).
         var version: String?
@@ -130,9 +133,32 @@ public actor ImpAdapter: Adapter {
         }
     }
 
+    /// A standby takeover's new instance (design.md §18) starts from the app the group's previous active
+    /// instance detected for each device, as its last state says (`appcode` mapped by this config's `apps`,
+    /// else `app`), so that the device is listed with its fields at once and a command waiting in the session
+    /// is judged against them; the agent is asked again at the first read, which corrects it.
+    public func restore(states last: [String: [String: JSONValue]]) async {
+        for d in settings.devices where d.app == nil {
+            guard var s = states[d.name], s.profile == nil, let state = last[d.name] else { continue }
+            let code = state["appcode"]?.stringValue
+            guard let name = code.flatMap({ settings.apps[$0] ?? ImpProfile.knownCodes[$0] }) ?? state["app"]?.stringValue,
+                  let profile = settings.profile(named: name) else { continue }
+            s.profile = profile
+            s.appcode = code
+            s.restored = true
+            states[d.name] = s
+        }
+    }
+
     public func perform(_ command: DeviceCommand, context: AdapterContext) async throws {
-        guard let d = settings.devices.first(where: { $0.name == command.deviceID }), let s = states[d.name] else {
+        guard let d = settings.devices.first(where: { $0.name == command.deviceID }), var s = states[d.name] else {
             throw AdapterError("imp device '\(command.deviceID)' is not configured")
+        }
+        // Not asked yet by this run (it has just started): asked now, rather than refusing the command for
+        // what the agent has not had the time to say.
+        if s.agent == nil || s.profile == nil {
+            await poll(d)
+            s = states[d.name] ?? s
         }
         guard let profile = s.profile else { throw AdapterError("\(d.name): the app is not known yet (the agent has not answered)") }
         if s.agent != true { throw AdapterError("\(d.name): agent unreachable\(s.agentError.map { " (\($0))" } ?? ""); command not sent") }
@@ -208,13 +234,16 @@ public actor ImpAdapter: Adapter {
     func poll(_ d: ImpSettings.Device) async -> Double {
         guard var s = states[d.name], !disabled.contains(d.name) else { return settings.pollInterval }
         do {
-            if s.profile == nil {
+            if s.profile == nil || s.restored {
                 let (profile, code, version) = try await detect(d)
+                let changed = profile != s.profile || version != s.version
+                s = states[d.name] ?? s
                 s.profile = profile
+                s.restored = false
                 s.appcode = code
                 s.version = version
                 states[d.name] = s
-                await declare()
+                if changed { await declare() }
             }
             let profile = s.profile!
             let r = try await call(d, "GET", profile.statePath, body: nil)
@@ -349,9 +378,12 @@ public actor ImpAdapter: Adapter {
             Capability("app", .text(maxLength: 64), role: .hidden),
             Capability("appcode", .text(maxLength: 64), role: .hidden),
         ]
-        return DeviceDescriptor(id: name, label: name, configuredName: name, model: profile.map { "imp \($0.name)" } ?? "imp (detecting)",
-                                manufacturer: "Electric Imp", category: .generic, capabilities: caps, bareCommands: bare,
-                                swVersion: version)
+        var d = DeviceDescriptor(id: name, label: name, configuredName: name, model: profile.map { "imp \($0.name)" } ?? "imp (detecting)",
+                                 manufacturer: "Electric Imp", category: .generic, capabilities: caps, bareCommands: bare,
+                                 swVersion: version)
+        // Its commands wait for the app's fields (at most the start window) instead of meeting none.
+        d.detecting = profile == nil
+        return d
     }
 
     // MARK: HTTP
