@@ -285,7 +285,12 @@ final class NetworkLoop {
             var immediate = false
             if connected {
                 markDisconnected(reason: disconnectCode == Self.sessionTakenOver ? "session taken over by another client" : "connection lost")
-                if aliasesUsed { destroyClient() }
+                // libmosquitto sends again, after the next CONNACK and before anything of ours, what it had in
+                // flight on the lost connection. A persistent session is owed that (MQTT 3.1.1 4.4), and the outbox
+                // sends it again too. A clean session is not: the broker dropped it, and what went out on it may
+                // be superseded since (a standby's `active` claim, design.md §18). Its client is made anew, and the
+                // outbox alone sends what is unacknowledged, as its latest value.
+                if aliasesUsed || !settings.persistentSession { destroyClient() }
                 // A stable connection lost (a broker restart): try again at once, the broker may already be
                 // back. A connection that keeps dropping soon after it is made backs off like a failure.
                 if let at = connectedAt, (now() - at).seconds >= Self.stableAfter { attempt = 0; immediate = true }
