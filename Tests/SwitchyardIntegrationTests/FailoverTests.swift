@@ -105,6 +105,11 @@ enum Failover {
             try await rig.waitActive("a")
             try rig.start("b")
             try await rig.waitRole("b", "standby")
+            // b believes the claim it read at its connect (retained) once a says it again, live, when b asks:
+            // paused before that, a would be taken over as an instance gone quiet (`confirm_within`), while its
+            // claim stood until the broker gave up on it.
+            let bCame = try #require(rig.said("b", "standby", after: .distantPast))
+            try await waitUntil("a says active again when b asks") { rig.said("a", "active", after: bCame) != nil }
             try await waitUntil("a polls the cloud") { h.upstreamRequests(from: "a") > 0 }
             let commands = rig.commander()
             let pausedAt = Date()
@@ -120,6 +125,9 @@ enum Failover {
             commands.cancel()
             _ = await commands.value
             #expect(h.upstreamRequests(from: "a", since: resumedAt) == 0, "a sent upstream after it resumed")
+            // Never two claims of `active`: a, resumed, says `standby` on its watching connection's return, and
+            // nothing it had said or had in flight before its pause goes out again.
+            #expect(rig.doubleClaims().isEmpty, "\(rig.doubleClaims()); roles said: \(rig.roleChanges.map { "\($0.name) \($0.role)" })")
             #expect(rig.takeovers.count == takeoversBefore, "another takeover after a resumed: \(rig.takeovers)")
             #expect(rig.roles["b"] == "active" && rig.roles["a"] == "standby", "\(rig.roles)")
             try await rig.everyCommandAnswered()

@@ -101,6 +101,37 @@ import SwitchyardTestSupport
         await t.stop(timeout: 2)
     }
 
+    /// A transport abandoned ends as if its connection were lost: nothing more goes out, the broker sends its
+    /// Last Will (no DISCONNECT), `events` ends and `endReason` says `lost`. A standby instance whose watching
+    /// connection ended steps down so (design.md §18).
+    @Test func anAbandonedTransportEndsWithoutAWord() async throws {
+        let broker = try await Broker.start()
+        defer { broker.stop() }
+        let base = uniqueBase()
+        let probe = try await MQTTProbe.connect(port: broker.port)
+        defer { probe.close() }
+        try await probe.subscribe("\(base)/#")
+        var s = MQTTSettings(port: broker.port, clientID: "abandon-\(base)", stateTopic: "\(base)/bridge/state")
+        s.reconnects = false
+        s.willPayload = Array("gone".utf8)
+        let t = MosquittoTransport(settings: s, logger: Self.logger())
+        t.start()
+        let ended = Task {
+            for await _ in t.events {}
+            return true
+        }
+        _ = try await probe.waitFor(topic: "\(base)/bridge/state", payload: "online")
+        t.abandon()
+        t.publish("\(base)/after", Array("x".utf8), qos: 1, retain: false)
+        _ = try await probe.waitFor(topic: "\(base)/bridge/state", payload: "gone")
+        #expect(await ended.value)
+        #expect(t.endReason == .lost)
+        await t.stop(timeout: 1)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(probe.messages(on: "\(base)/after").isEmpty)
+        #expect(probe.last("\(base)/bridge/state") == "gone", "stop said nothing more: \(probe.messages(on: "\(base)/bridge/state"))")
+    }
+
     @Test func mqtt5CommandsOlderThanTheMaxAgeAreDropped() async throws {
         let broker = try await Broker.start()
         let base = uniqueBase()
