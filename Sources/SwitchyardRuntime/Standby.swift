@@ -297,6 +297,7 @@ actor StandbyCoordinator {
         await run.value
         phase = nil
         view.current = nil
+        let endedOnItsOwn = transport.endReason != nil
         if stopping {
             await transport.stop(timeout: 5)
         } else {
@@ -307,6 +308,9 @@ actor StandbyCoordinator {
         }
         store.current = nil
         bridge = nil
+        // The engine answered what it held with an error, into a connection that had ended: nobody heard it.
+        // Handed over (design.md §18): this instance's next takeover replays them, another's result takes them out.
+        if endedOnItsOwn && !stopping { journal.handBack(await engine.heldAtStop, now: clock.now()) }
         role = .standby
         voice = nil
         steppingDown = false

@@ -68,8 +68,9 @@ public final class FailoverRig: @unchecked Sendable {
 
     /// The rig over `broker` and the LIFX cloud at `lifxURL` (token `t`); every instance it started is
     /// killed when `body` returns or throws. `standby: false` leaves `standby:` out of the config: each
-    /// process started is then a plain bridge (started without `--instance`).
-    public static func with<R: Sendable>(broker: any TestBroker, lifxURL: String, standby: Bool = true,
+    /// process started is then a plain bridge (started without `--instance`). `extra`: more of the config (a
+    /// section of its own, in YAML's flow style on one line).
+    public static func with<R: Sendable>(broker: any TestBroker, lifxURL: String, standby: Bool = true, extra: String = "",
                                          _ body: (FailoverRig) async throws -> R) async throws -> R {
         let probe = try await MQTTProbe.connect(port: broker.port)
         defer { probe.close() }
@@ -83,6 +84,7 @@ public final class FailoverRig: @unchecked Sendable {
         \(standby ? "standby: {enabled: true, takeover_delay: \(takeoverDelay)}" : "")
         virtual: {devices: [{name: lamp, type: light}, {name: spare, type: light}]}
         lifx: {token: t, api_url: "\(lifxURL)", poll_interval: 2, min_interval: 0.05}
+        \(extra)
         """.writeForTest(toFile: rig.configPath, replacing: true)
         probe.stream { [weak rig] m in rig?.read(m) }
         try await probe.subscribe("\(rig.base)/#")
