@@ -201,6 +201,9 @@ public actor BridgeEngine {
     /// Devices the group's previous active instance listed, by adapter and name (`expectDevices`): their
     /// commands wait for this instance's adapters to list them, until each adapter's start window closes.
     var expectedDevices: [String: Set<String>] = [:]
+    /// The commands held for devices not listed yet when `run` ended (each answered then with an error), in
+    /// the order they came.
+    public private(set) var heldAtStop: [InboundMessage] = []
     var healthExtra: [String: JSONValue] = [:]
     var standby: StandbySnapshot?
     /// The per-device options by adapter and stable id (`setDevicePolicies`), for registries made later too.
@@ -275,6 +278,11 @@ public actor BridgeEngine {
         // Stopped before the sweep with a rename's old topics waiting behind its config: both go out now, or those
         // topics would never be cleared (the next start knows only the new name).
         if discoveryHold.defersClears { releaseDiscoveryHold() }
+        // Commands held for devices not listed yet (a group's or a scene's wait for every adapter): answered too,
+        // and kept for the runtime, which under hot standby hands them over when the connection their answers
+        // would go out on is gone (`heldAtStop`, design.md §18).
+        heldAtStop = entries.values.flatMap(\.life.held).sorted { $0.receivedAt < $1.receivedAt }
+        for m in heldAtStop { refuseHeld(m, "the bridge stopped before the command was carried out") }
         flushPaced()
         publishOffline()
         // An adapter keeps its context, which holds this engine: letting the adapters go breaks that cycle,
@@ -484,6 +492,15 @@ public actor BridgeEngine {
     func release(_ r: Lifecycle.Release, to entry: AdapterEntry) {
         for q in r.waiting { enqueue(entry, q.work) }
         for m in r.held { handle(m) }
+    }
+
+    /// A held command that will not be carried out: its error on `bridge/log`, and where the command asked
+    /// to be answered.
+    func refuseHeld(_ m: InboundMessage, _ message: String) {
+        let route = router.route(m, in: Directory(entries: entries, order: adapterOrder, expected: expectedDevices))
+        guard case .unknownDevice(_, _, _, let topic, let transaction, let resultTopic, let replyTo) = route else { return }
+        observers.commandRefused(topic)
+        reportError(message, topic: topic, transaction: transaction, resultTopic: resultTopic, replyTo: replyTo)
     }
 
     /// A command for a device its adapter has not listed: held until the adapter lists (within the

@@ -1,3 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
 /// What a standby instance keeps of the group's traffic so that a takeover loses nothing (design.md §18):
 /// the commands with a `transaction` that no result has answered yet (the active instance may have taken
 /// them from the broker and died before carrying them out: the broker will not deliver them again), and
@@ -85,6 +91,32 @@ public struct StandbyJournal: Sendable {
         pending.removeAll()
         bytes = 0
         return out
+    }
+
+    /// Commands this instance took as the active one and did not answer where anyone heard it: held for a
+    /// device not listed yet (a group's or a scene's wait for every adapter) when its active phase ended with
+    /// its connection gone, so that the error it answered them with went nowhere. Nobody else may have them:
+    /// the journal is fed only while standing by, and a takeover took out what it had. They are kept again as
+    /// if seen while standing by, from when they were received (`wallNow` is the wall clock at `now`): the
+    /// instance's next takeover replays them, and another instance's result takes them out, as for any
+    /// command the journal keeps. One already kept, or not one the journal keeps, is left out.
+    public mutating func handBack(_ messages: [InboundMessage], now: MonotonicInstant, wallNow: Date = Date()) {
+        for m in messages where !m.retain {
+            guard case .set(let adapter, let device, _) = scheme.classify(m.topic), let transaction = Self.transaction(m.payload) else { continue }
+            let resultTopic = scheme.result(adapter: adapter, name: device)
+            guard !pending.contains(where: { $0.resultTopic == resultTopic && $0.transaction == transaction }) else { continue }
+            let size = m.payload.count + m.topic.utf8.count
+            guard pending.count < maxEntries, bytes + size <= maxBytes else {
+                dropped += 1
+                continue
+            }
+            let age = max(0, wallNow.timeIntervalSince(m.receivedAt))
+            let entry = Entry(message: m, transaction: transaction, resultTopic: resultTopic, seenAt: now.adding(seconds: -age))
+            // Oldest first, as `expire` takes them.
+            pending.insert(entry, at: pending.firstIndex { $0.seenAt > entry.seenAt } ?? pending.endIndex)
+            bytes += size
+        }
+        expire(now: now)
     }
 
     /// Drops what is older than the window.

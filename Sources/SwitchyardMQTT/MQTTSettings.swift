@@ -40,6 +40,10 @@ public struct MQTTSettings: Sendable {
     public var stateTopic: String
     /// None: no birth message (a connection whose retained message on `stateTopic` says more than online).
     public var birthPayload: [UInt8]? = Array("online".utf8)
+    /// When set, the birth message instead of `birthPayload`: asked on the network thread at every connect, for
+    /// what is true at that moment (a standby instance's role with when it said it, design.md §18). Must be
+    /// cheap and safe from any thread.
+    public var birth: (@Sendable () -> [UInt8])? = nil
     public var willPayload: [UInt8] = Array("offline".utf8)
     /// False for a clean session (MQTT 3.1.1 clean_session, MQTT 5 no session kept): what a connection that
     /// only watches wants. The bridge's own connection keeps its session (design.md §3).

@@ -38,6 +38,8 @@ public final class MosquittoTransport: MQTTTransport {
         var drainDeadline: MonotonicInstant?
         var stopped: CheckedContinuation<Void, Never>?
         var finished = false
+        /// `abandon`: the connection ends now, without a DISCONNECT.
+        var abandoned = false
         /// Messages (and their bytes) handed to `events` and not yet released by the consumer.
         var inboundCount = 0
         var inboundBytes = 0
@@ -114,6 +116,22 @@ public final class MosquittoTransport: MQTTTransport {
             logger.error("message refused: its topic is empty or over 65 535 bytes", metadata: ["mqtt.topic": "\(p.topic.excerpt(200))"])
         }
         wake()
+    }
+
+    /// Says `payload` on the state topic (retained, QoS 1) on the connection numbered `connection` only (its
+    /// `TransportStats.connects` once made: the `.connected` events so far): false, and nothing queued, when that
+    /// connection is not up any more. For what is true of one connection and false on the next (a standby's
+    /// `active` claim, design.md §18): the check and the queueing share the lock under which the network thread
+    /// makes a connection and queues its birth, which supersedes the payload should it not have gone out on its
+    /// connection (the transport must have a birth).
+    @discardableResult
+    public func sayState(_ payload: [UInt8], onConnection connection: Int) -> Bool {
+        let queued = shared.withLock { s -> Bool in
+            guard s.stats.connected, s.stats.connects == connection else { return false }
+            return s.outbox.add(Publication(settings.stateTopic, payload, qos: 1, retain: true), now: clock.now())
+        }
+        if queued { wake() }
+        return queued
     }
 
     public func setSubscriptions(_ filters: [String]) {
@@ -198,6 +216,14 @@ public final class MosquittoTransport: MQTTTransport {
 
     /// Why the transport ended on its own (only when it does not reconnect); nil while it runs or after `stop`.
     public var endReason: TransportEnd? { ended.withLock { $0 } }
+
+    /// Ends a transport that does not reconnect as if its connection had been lost: nothing more goes out, no
+    /// DISCONNECT (the broker sends the Last Will), `events` ends and `endReason` says `lost`. For an instance
+    /// that must stop speaking at once (a standby that stepped down, design.md §18); `stop` still follows.
+    public func abandon() {
+        shared.withLock { $0.abandoned = true }
+        wake()
+    }
 
     func wake() {
         var one: UInt8 = 1
@@ -285,7 +311,12 @@ final class NetworkLoop {
             var immediate = false
             if connected {
                 markDisconnected(reason: disconnectCode == Self.sessionTakenOver ? "session taken over by another client" : "connection lost")
-                if aliasesUsed { destroyClient() }
+                // libmosquitto sends again, after the next CONNACK and before anything of ours, what it had in
+                // flight on the lost connection. A persistent session is owed that (MQTT 3.1.1 4.4), and the outbox
+                // sends it again too. A clean session is not: the broker dropped it, and what went out on it may
+                // be superseded since (a standby's `active` claim, design.md §18). Its client is made anew, and the
+                // outbox alone sends what is unacknowledged, as its latest value.
+                if aliasesUsed || !settings.persistentSession { destroyClient() }
                 // A stable connection lost (a broker restart): try again at once, the broker may already be
                 // back. A connection that keeps dropping soon after it is made backs off like a failure.
                 if let at = connectedAt, (now() - at).seconds >= Self.stableAfter { attempt = 0; immediate = true }
@@ -306,7 +337,7 @@ final class NetworkLoop {
             attempt += 1
             sleep(seconds: delay)
         }
-        if let mosq {
+        if let mosq, !transport.shared.withLock({ $0.abandoned }) {
             mosquitto_disconnect(mosq)
             _ = mosquitto_loop_write(mosq, 1)
         }
@@ -418,7 +449,7 @@ final class NetworkLoop {
                 transport.resumedUntil.store(until.sinceOrigin.nanosecondsClamped, ordering: .releasing)
             }
             let sock = mosquitto_socket(m)
-            if sock < 0 { return }
+            if sock < 0 || transport.shared.withLock({ $0.abandoned }) { return }
             // While the core has its fill of inbound messages the socket is not read: the broker waits.
             let reading = transport.mayRead()
             fds[0] = pollfd(fd: sock, events: (reading ? Int16(POLLIN) : 0) | (mosquitto_want_write(m) ? Int16(POLLOUT) : 0), revents: 0)
@@ -477,6 +508,7 @@ final class NetworkLoop {
         subscribed = []
         earlyAcks = []
         aliases.reset(maximum: settings.protocolVersion == 5 ? min(topicAliasMaximum ?? 0, settings.maxTopicAliases) : 0)
+        let birth = settings.birth.map { $0() } ?? settings.birthPayload
         transport.shared.withLock { s in
             s.subscriptionsChanged = true
             s.stats.connected = true
@@ -485,7 +517,7 @@ final class NetworkLoop {
             s.stats.maximumPacketSize = maximumPacketSize
             s.stats.topicAliasMaximum = topicAliasMaximum
             // Birth message first, then every retained topic we own, then unacknowledged events.
-            if let birth = settings.birthPayload { s.outbox.add(topic: settings.stateTopic, payload: birth, qos: 1, retain: true) }
+            if let birth { s.outbox.add(topic: settings.stateTopic, payload: birth, qos: 1, retain: true) }
             s.outbox.resetForReconnect(first: settings.stateTopic)
         }
         logger.info("connected to broker", metadata: ["mqtt.host": "\(settings.host)", "mqtt.port": "\(settings.port)",
@@ -531,6 +563,7 @@ final class NetworkLoop {
         while true {
             let at = now()
             let window: [(Outbox.Key, Outbox.Message)]? = transport.shared.withLock { s in
+                if s.abandoned { return [] }   // nothing published after `abandon` goes out
                 if s.subscriptionsChanged { return nil }
                 var out: [(Outbox.Key, Outbox.Message)] = []
                 while s.outbox.inflight.count + out.count < limit, let next = s.outbox.next(now: at) { out.append(next) }

@@ -48,13 +48,17 @@ struct StandbyService: Service {
         }
     }
 
-    /// The watching connection: its own client id and clean session, its role as its Last Will's topic.
+    /// The watching connection: its own client id and clean session, its role as its Last Will's topic. Every
+    /// connection of it begins by saying `standby`: an instance whose watching connection ends while it is
+    /// active steps down (the group heard its Will), so on a new one it is never active yet
+    /// (`StandbyCoordinator.say`).
     static func presenceSettings(_ c: SwitchyardConfig, group: StandbyGroup) -> MQTTSettings {
         var s = BridgeRuntime.mqttSettings(c)
         s.clientID = "\(c.mqtt.clientID)-\(group.instance)"
         s.stateTopic = group.topic(group.instance)
         s.willPayload = group.payload(.offline, since: nil)
         s.birthPayload = nil
+        s.birth = { group.payload(.standby) }
         s.persistentSession = false
         // Its inbound is the whole base topic while it watches: room for a house's retained tree.
         s.maxInbound = max(s.maxInbound, 10_000)
@@ -104,6 +108,18 @@ actor StandbyCoordinator {
     var stopping = false
     /// The active phase, while one runs.
     var phase: Task<Void, Never>?
+    /// The watching connection: its number (the `.connected` events read so far, as the transport counts its
+    /// connections) and whether it is up.
+    var presenceConnection = 0
+    var presenceUp = false
+    /// The watching connection this active phase says `active` on: the one that was up when it took over.
+    /// When that connection ends, the group hears this instance's Will (`offline`) and a standby will take
+    /// over: the phase steps down, and `active` is never said on another connection (design.md §18).
+    var voice: Int?
+    /// The phase was asked to end because its watching connection did (its bridge connection may be up).
+    var steppingDown = false
+    /// The active phase's connection with the bridge's client id, while one is made or runs.
+    var bridge: MosquittoTransport?
     /// This instance's share of the group's spread (0…0.5 of the delay), chosen once.
     let jitter = Double.random(in: 0...0.5)
 
@@ -128,7 +144,6 @@ actor StandbyCoordinator {
 
     func begin() {
         presence.setSubscriptions(watching)
-        presence.publish(group.topic(group.instance), group.payload(.standby), qos: 1, retain: true)
         notifier.notify("READY=1")
         updateView()
         logger.info("standby: watching the group", metadata: ["instance": "\(group.instance)"])
@@ -140,11 +155,15 @@ actor StandbyCoordinator {
         for await event in events {
             switch event {
             case .connected:
+                presenceConnection += 1
+                presenceUp = true
                 watch.connected(now: clock.now())
                 // Everyone says their role again, live: a claim the broker kept from before is believed only so.
                 presence.publish(group.pingTopic, Array(group.instance.utf8), qos: 1, retain: false)
             case .disconnected:
+                presenceUp = false
                 watch.disconnected()
+                if role == .active { stepDown() }
             case .message(let m):
                 see(m)
                 presence.release(m)
@@ -159,9 +178,7 @@ actor StandbyCoordinator {
         let now = clock.now()
         if m.topic == group.pingTopic {
             // Asked to say it again: our role, live (retained as before).
-            if String(decoding: m.payload, as: UTF8.self) != group.instance {
-                presence.publish(group.topic(group.instance), group.payload(role), qos: 1, retain: true)
-            }
+            if String(decoding: m.payload, as: UTF8.self) != group.instance { say() }
             return
         }
         if let name = group.name(of: m.topic) {
@@ -170,6 +187,31 @@ actor StandbyCoordinator {
             return
         }
         if role == .standby { journal.saw(m, now: now) }
+    }
+
+    /// Says this instance's role on its watching connection (retained). `active` only on the connection the
+    /// active phase began on (`voice`): a ping read from before that connection ended (a pause) is answered
+    /// with nothing, not with a claim the transport would send on the next connection, where the birth has
+    /// said `standby` (the phase is stepping down).
+    func say() {
+        if role == .active && !steppingDown {
+            if let voice { presence.sayState(group.payload(.active), onConnection: voice) }
+        } else {
+            presence.publish(group.topic(group.instance), group.payload(.standby), qos: 1, retain: true)
+        }
+    }
+
+    /// The watching connection ended during the active phase: the group heard this instance's Will and a
+    /// standby will take over after its delay. The phase ends now, as if its bridge connection had ended: that
+    /// connection is dropped without a word (the broker sends its Will), so nothing of the phase goes out once
+    /// the group has heard it go, and what it had is handed over as when a connection ends.
+    func stepDown() {
+        guard !stopping else { return }
+        if !steppingDown {
+            steppingDown = true
+            logger.warning("standby: the watching connection ended while active; stepping down", metadata: ["instance": "\(group.instance)"])
+        }
+        bridge?.abandon()
     }
 
     // MARK: taking over
@@ -202,6 +244,7 @@ actor StandbyCoordinator {
         settings.connectAttempts = 2
         let transport = MosquittoTransport(settings: settings, logger: Logger(label: "switchyard.mqtt"))
         store.current = transport
+        bridge = transport
         let published: any MQTTTransport = feed.map { ObservedTransport(transport, observer: $0) } ?? transport
         let engine = BridgeEngine(settings: BridgeRuntime.engineSettings(config), transport: published, logger: Logger(label: "switchyard.core"))
         if let feed { await engine.observe(feed) }
@@ -210,6 +253,7 @@ actor StandbyCoordinator {
         for a in adapters { await a.restore(states: restore[a.id] ?? [:]) }
         await engine.prepareReplay(journal.takeOver().map(\.message))
         await engine.expectDevices(journal.knownDevices)
+        let decidedOn = presenceConnection
         logger.info("standby: taking over", metadata: ["instance": "\(group.instance)", "from": "\(from ?? "none")", "reason": "\(reason)"])
         transport.start()
         // The broker answers the connect at once on a healthy link; the transport gives up after its attempts.
@@ -220,14 +264,19 @@ actor StandbyCoordinator {
             logger.warning("standby: could not take the bridge's client id", metadata: ["end": "\(transport.endReason?.rawValue ?? "stopping")"])
             await transport.stop(timeout: 1)
             store.current = nil
+            bridge = nil
             return
         }
         // Ours now: the broker has handed the client id and its session to this connection.
         let gap = (clock.now() - (watch.lastActive?.at ?? vacantSince)).seconds
         takeovers += 1
         role = .active
+        steppingDown = false
+        // Said on the watching connection the decision was made on, if it is still up; else the phase steps
+        // down as soon as it runs.
+        voice = presenceUp && presenceConnection == decidedOn ? decidedOn : nil
         presence.setSubscriptions(watchingWhileActive)
-        presence.publish(group.topic(group.instance), group.payload(.active), qos: 1, retain: true)
+        say()
         await engine.setInfo(BridgeRuntime.info(config).merging(["standby": standbyInfo()]))
         await engine.setHealthExtra(["standby": standbyInfo()])
         await engine.announce(event: "takeover", ["from": from.map(JSONValue.string) ?? .null, "to": .string(group.instance),
@@ -245,9 +294,11 @@ actor StandbyCoordinator {
         }
         let run = Task { await UpstreamLease.$current.withValue(lease) { await engine.run(adapters: adapters) } }
         phase = run
+        if voice == nil || steppingDown { stepDown() }
         await run.value
         phase = nil
         view.current = nil
+        let endedOnItsOwn = transport.endReason != nil
         if stopping {
             await transport.stop(timeout: 5)
         } else {
@@ -257,7 +308,13 @@ actor StandbyCoordinator {
             await transport.stop(timeout: 0)
         }
         store.current = nil
+        bridge = nil
+        // The engine answered what it held with an error, into a connection that had ended: nobody heard it.
+        // Handed over (design.md §18): this instance's next takeover replays them, another's result takes them out.
+        if endedOnItsOwn && !stopping { journal.handBack(await engine.heldAtStop, now: clock.now()) }
         role = .standby
+        voice = nil
+        steppingDown = false
         watch.activePhaseEnded(now: clock.now())
         if !stopping {
             presence.setSubscriptions(watching)

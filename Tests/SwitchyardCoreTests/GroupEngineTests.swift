@@ -120,6 +120,26 @@ import SwitchyardTestSupport
             #expect(try await b.result("scene", "evening", transaction: "gone")["error"]?.stringValue?.hasPrefix("unknown adapter 'scene'") == true)
         }
     }
+    /// Until every adapter has listed, a group's commands are held; an engine that stops meanwhile answers each
+    /// with its error, once, and says which it held (`heldAtStop`: under hot standby, handed over when the
+    /// connection the answer went to was gone, design.md §18).
+    @Test func aGroupCommandHeldWhenTheBridgeStopsIsAnsweredOnce() async throws {
+        let (alpha, _) = Self.adapters()
+        let (t, engine) = try await InMemoryBridge.with(adapters: [alpha, NeverListingAdapter(id: "beta")]) { b in
+            await b.engine.setGroups(GroupsConfig(groups: [GroupDefinition(name: "pair", members: [Self.ref("alpha/one"), Self.ref("beta/plug")])]))
+            b.command("group", "pair", #"{"state": "ON", "transaction": "g1"}"#)
+            b.command("group", "pair", "OFF")
+            try await waitUntil("alpha listed") { b.state("alpha", "one") != nil }
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(b.transport.published.filter { $0.topic == "b/group/pair/result" }.isEmpty)
+            return (b.transport, b.engine)
+        }
+        let results = t.published.filter { $0.topic == "b/group/pair/result" }.map(\.payload)
+        #expect(results == [#"{"error":"the bridge stopped before the command was carried out","status":"error","transaction":"g1"}"#])
+        #expect(await engine.heldAtStop.map { String(decoding: $0.payload, as: UTF8.self) } == [#"{"state": "ON", "transaction": "g1"}"#, "OFF"])
+        #expect(await alpha.commands.isEmpty)
+    }
+
     /// The soak's group invariant (`GroupWatch`) over everything the engine published while members changed,
     /// went offline and came back: each group state is what the members' states published before it make it.
     /// And the watch itself catches a state that is not, and a partial naming a device the group does not reach.
@@ -183,4 +203,16 @@ import SwitchyardTestSupport
         #expect(GroupWatch.failedInLog("group/all: 2 of 3 members failed: beta/plug: the plug is unplugged; alpha/two: x; y") == ["beta/plug", "alpha/two"])
         #expect(GroupWatch.failedInLog("lifx: something else") == nil)
     }
+}
+
+/// An adapter that never lists its devices (an upstream that does not answer): commands for its devices, and
+/// for the groups that reach them, wait until the settle time.
+actor NeverListingAdapter: Adapter {
+    nonisolated let id: String
+    init(id: String) { self.id = id }
+    func run(context: AdapterContext) async throws {
+        while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+    }
+    func perform(_ command: DeviceCommand, context: AdapterContext) async throws {}
+    func refresh(deviceID: String, context: AdapterContext) async throws {}
 }

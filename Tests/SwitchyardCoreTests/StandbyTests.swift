@@ -122,6 +122,38 @@ import Testing
         #expect(j.takeOver().map(\.transaction) == ["t2"])
     }
 
+    /// Commands an active phase held (a group's, until every adapter had listed) and answered into a connection
+    /// that was gone: handed back, from when they were received, so that the next takeover replays them, and
+    /// taken out by another instance's result like any other.
+    @Test func heldCommandsAreHandedBackFromWhenTheyCame() {
+        var j = StandbyJournal(scheme: scheme, window: 30)
+        let wall = Date(timeIntervalSince1970: 1_000)
+        func held(_ topic: String, _ payload: String, _ age: Double) -> InboundMessage {
+            InboundMessage(topic: topic, payload: Array(payload.utf8), receivedAt: wall.addingTimeInterval(-age))
+        }
+        _ = j.takeOver()
+        j.saw(msg("b/virtual/lamp/set", #"{"state":"ON","transaction":"s"}"#), now: at(99))   // seen while standing by again
+        j.handBack([held("b/group/downstairs/set", #"{"state":"ON","transaction":"g1"}"#, 25),
+                    held("b/scene/movie/set", #"{"activate":true,"transaction":"m1"}"#, 5),
+                    held("b/group/downstairs/set", #"{"state":"OFF"}"#, 4),                         // no transaction: not replayable
+                    held("b/group/downstairs/set", #"{"state":"ON","transaction":"old"}"#, 31)],     // past the window
+                   now: at(100), wallNow: wall)
+        // In the order they came, with what the journal saw since.
+        #expect(j.pending.map(\.transaction) == ["g1", "m1", "s"])
+        #expect(j.pending.map(\.resultTopic) == ["b/group/downstairs/result", "b/scene/movie/result", "b/virtual/lamp/result"])
+        // Handed back twice (a second phase cut short before it replayed them): kept once.
+        j.handBack([held("b/group/downstairs/set", #"{"state":"ON","transaction":"g1"}"#, 25)], now: at(100), wallNow: wall)
+        #expect(j.pending.count == 3)
+        // Another instance took over and answered one.
+        j.saw(msg("b/group/downstairs/result", #"{"transaction":"g1","status":"ok"}"#), now: at(101))
+        #expect(j.pending.map(\.transaction) == ["m1", "s"])
+        // The window counts from when they came: g1 would have gone 5 s after the hand-back.
+        j.handBack([held("b/group/downstairs/set", #"{"state":"ON","transaction":"g2"}"#, 25)], now: at(101), wallNow: wall.addingTimeInterval(1))
+        j.expire(now: at(106.5))
+        #expect(j.pending.map(\.transaction) == ["m1", "s"])
+        #expect(j.takeOver().map(\.message.topic) == ["b/scene/movie/set", "b/virtual/lamp/set"])
+    }
+
     @Test func theWindowAndTheBoundsLetTheOldestGo() {
         var j = StandbyJournal(scheme: scheme, window: 30, maxEntries: 2)
         j.saw(msg("b/virtual/lamp/set", #"{"transaction":1}"#), now: at(0))

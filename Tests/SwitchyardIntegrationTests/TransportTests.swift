@@ -64,6 +64,74 @@ import SwitchyardTestSupport
         }
     }
 
+    /// A clean session lost while a retained message was in flight: libmosquitto would send it again after the
+    /// reconnect, ahead of anything of the outbox's, though the broker dropped that session and the birth said
+    /// on the new one supersedes it. A standby instance's watching connection is such a session, and what was in
+    /// flight its `active` claim from before a pause (design.md §18): said again, two instances claimed active.
+    @Test func aLostCleanSessionSendsNothingOfItAgain() async throws {
+        let broker = try await Broker.start()
+        defer { broker.stop() }
+        let relay = try CountingRelay(to: broker.port)
+        defer { relay.close() }
+        let base = uniqueBase()
+        let topic = "\(base)/bridge/instances/a"
+        let probe = try await MQTTProbe.connect(port: broker.port)
+        defer { probe.close() }
+        try await probe.subscribe(topic)
+        var s = MQTTSettings(port: relay.port, clientID: "clean-\(base)", stateTopic: topic, reconnectMinDelay: 0.05, reconnectMaxDelay: 0.2)
+        s.persistentSession = false
+        s.birthPayload = Array("standby".utf8)
+        s.willPayload = Array("offline".utf8)
+        let t = MosquittoTransport(settings: s, logger: Self.logger())
+        t.start()
+        _ = try await probe.waitFor(topic: topic, payload: "standby")
+        // The broker takes the claim and passes it on; its acknowledgement never comes back: still in flight.
+        relay.hold(true)
+        t.publish(topic, Array("active".utf8), qos: 1, retain: true)
+        _ = try await probe.waitFor(topic: topic, payload: "active")
+        probe.clear()
+        relay.cutAll()
+        relay.hold(false)
+        try await waitUntil("reconnected") { t.stats().connects >= 2 && t.stats().connected }
+        _ = try await probe.waitFor(topic: topic, payload: "standby")
+        try await Task.sleep(for: .seconds(1))
+        let after = probe.messages(on: topic).map(\.payload)
+        #expect(!after.contains("active"), "said again after the session was lost: \(after)")
+        #expect(after.last == "standby", "\(after)")
+        await t.stop(timeout: 2)
+    }
+
+    /// A transport abandoned ends as if its connection were lost: nothing more goes out, the broker sends its
+    /// Last Will (no DISCONNECT), `events` ends and `endReason` says `lost`. A standby instance whose watching
+    /// connection ended steps down so (design.md §18).
+    @Test func anAbandonedTransportEndsWithoutAWord() async throws {
+        let broker = try await Broker.start()
+        defer { broker.stop() }
+        let base = uniqueBase()
+        let probe = try await MQTTProbe.connect(port: broker.port)
+        defer { probe.close() }
+        try await probe.subscribe("\(base)/#")
+        var s = MQTTSettings(port: broker.port, clientID: "abandon-\(base)", stateTopic: "\(base)/bridge/state")
+        s.reconnects = false
+        s.willPayload = Array("gone".utf8)
+        let t = MosquittoTransport(settings: s, logger: Self.logger())
+        t.start()
+        let ended = Task {
+            for await _ in t.events {}
+            return true
+        }
+        _ = try await probe.waitFor(topic: "\(base)/bridge/state", payload: "online")
+        t.abandon()
+        t.publish("\(base)/after", Array("x".utf8), qos: 1, retain: false)
+        _ = try await probe.waitFor(topic: "\(base)/bridge/state", payload: "gone")
+        #expect(await ended.value)
+        #expect(t.endReason == .lost)
+        await t.stop(timeout: 1)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(probe.messages(on: "\(base)/after").isEmpty)
+        #expect(probe.last("\(base)/bridge/state") == "gone", "stop said nothing more: \(probe.messages(on: "\(base)/bridge/state"))")
+    }
+
     @Test func mqtt5CommandsOlderThanTheMaxAgeAreDropped() async throws {
         let broker = try await Broker.start()
         let base = uniqueBase()

@@ -163,6 +163,23 @@ public final class FailoverRig: @unchecked Sendable {
 
     public func waitActive(_ name: String, timeout: Double = 30) async throws { try await waitRole(name, "active", timeout: timeout) }
 
+    /// Each time an instance said `active` while another's last word was `active` too, in words: what no kill,
+    /// pause or stop may cause (design.md §18). Inside a broker restart's window the group picks an active
+    /// instance again, and each may have claimed before it heard the other: the caller leaves those out
+    /// (`after`).
+    public func doubleClaims(after: Date = .distantPast) -> [String] {
+        var last: [String: String] = [:]
+        var out: [String] = []
+        for c in roleChanges {
+            last[c.name] = c.role
+            guard c.role == "active", c.at > after else { continue }
+            for (other, role) in last where other != c.name && role == "active" {
+                out.append("\(c.name) claimed active at \(c.at) while \(other) still did")
+            }
+        }
+        return out
+    }
+
     /// The first time the client read `name` say `role` after `after`.
     public func said(_ name: String, _ role: String, after: Date) -> Date? {
         ledger.withLock { l in l.roleChanges.first { $0.name == name && $0.role == role && $0.at > after }?.at }
