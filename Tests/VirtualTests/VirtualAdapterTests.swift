@@ -26,6 +26,27 @@ import VirtualAdapter
         }
     }
 
+    /// A reload that adds a device keeps the others' states; a device whose type changed starts afresh.
+    @Test func aReloadKeepsTheStatesOfTheDevicesItKeeps() async throws {
+        try await InMemoryBridge.with(adapters: [VirtualAdapter(devices: Self.devices, sensorInterval: 3600)]) { b in
+            try await b.waitForState("virtual", "kitchen")
+            b.command("virtual", "kitchen", #"{"brightness": 40, "transaction": "a"}"#)
+            b.command("virtual", "fan", #"{"state": "ON", "transaction": "b"}"#)
+            #expect(try await b.result("virtual", "kitchen", transaction: "a")["status"] == "ok")
+            #expect(try await b.result("virtual", "fan", transaction: "b")["status"] == "ok")
+            var next = Self.devices.map { $0.name == "fan" ? VirtualAdapter.Device(name: "fan", label: "Fan", type: "light") : $0 }
+            next.append(VirtualAdapter.Device(name: "extra", label: "Extra", type: "light"))
+            await b.engine.replaceAdapters(start: [VirtualAdapter(devices: next, sensorInterval: 3600)], remove: [])
+            try await b.waitForState("virtual", "extra")
+            #expect(b.state("virtual", "kitchen")?["state"] == "ON" && b.state("virtual", "kitchen")?["brightness"] == 40,
+                    "\(String(describing: b.state("virtual", "kitchen")))")
+            // The fan is a light now: its switch state is not carried into the light's.
+            #expect(b.state("virtual", "fan")?["brightness"] == 100 && b.state("virtual", "fan")?["state"] == "OFF",
+                    "\(String(describing: b.state("virtual", "fan")))")
+            #expect(b.state("virtual", "extra")?["state"] == "OFF")
+        }
+    }
+
     @Test func commandsChangeTheStateLikeALight() async throws {
         try await InMemoryBridge.with(adapters: [VirtualAdapter(devices: Self.devices, sensorInterval: 3600)]) { b in
             try await b.waitForState("virtual", "kitchen")

@@ -96,6 +96,17 @@ public actor VirtualAdapter: Adapter {
         restored = states
     }
 
+    /// A reload's new instance (design.md §11) starts each device from the old instance's state when the
+    /// device is still there with the same type: the state lives only in the bridge, so a reload that adds,
+    /// removes or changes one device must not reset the others to their types' first states.
+    public func inherit(from previous: any Adapter) async {
+        guard let old = previous as? VirtualAdapter else { return }
+        let known = await old.states
+        for d in devices where old.devices.contains(where: { $0.name == d.name && $0.type == d.type }) {
+            if let s = known[d.name] { restored[d.name] = s }
+        }
+    }
+
     public func run(context: AdapterContext) async throws {
         // The states first: once a device is listed the engine may route a command to it while this waits for
         // the listing (the actor is reentrant), as after a standby takeover, when the session's commands are
