@@ -205,6 +205,9 @@ public struct ManagementRequests: Sendable {
 
     // MARK: helpers
 
+    /// How many times (every 0.1 s) a request asks whether its adapter has listed: past the settle time.
+    static let listingPolls = 170
+
     /// The options `device/options` sets (`name` goes through `device/rename`).
     static let settable = DeviceOptions.keys.filter { $0 != "name" }
 
@@ -214,6 +217,9 @@ public struct ManagementRequests: Sendable {
                        engine: BridgeEngine) async throws -> (BridgeEngine.ManagedAdapter, String, String?) {
         guard case .string(let adapter)? = body["adapter"] else { throw AdapterError("\(request): adapter: expected the adapter's id (a string)") }
         guard case .string(let device)? = body["device"] else { throw AdapterError("\(request): device: expected the device's name or id (a string)") }
+        // Right after a start or a standby takeover the adapter may not have listed yet: the request waits for
+        // its first listing, which its settle time (15 s) bounds, instead of refusing a device about to be listed.
+        for _ in 0..<Self.listingPolls where await !engine.hasListed(adapter) { try await Task.sleep(for: .milliseconds(100)) }
         let adapters = await engine.managedAdapters()
         guard let a = adapters.first(where: { $0.id == adapter }) else {
             throw AdapterError("\(request): unknown adapter '\(adapter.excerpt(80))' (running: \(adapters.map(\.id).joined(separator: ", ")))")

@@ -165,6 +165,25 @@ enum Failover {
         }
     }
 
+    /// A rename that comes right after the instance took over, before its LIFX adapter has listed (the cloud
+    /// answers after 5 s): it waits for the listing instead of refusing the light as unknown.
+    static func aRenameBeforeTheFirstListingWaitsForIt(over kind: BrokerKind) async throws {
+        try await FailoverHarness.with(kind) { h in
+            let rig = h.rig
+            h.lifx.setDelay(5)
+            try rig.start("a")
+            try await rig.waitActive("a")
+            let watch = try await MQTTProbe.connect(port: rig.broker.port)
+            defer { watch.close() }
+            try await watch.subscribe("\(rig.base)/bridge/response/#")
+            rig.probe.publish("\(rig.base)/bridge/request/device/rename", #"{"adapter": "lifx", "device": "kitchen", "to": "galley", "transaction": "r1"}"#)
+            let response = try await watch.waitFor("the rename's response", timeout: 40) { ms in ms.contains { $0.payload.contains(#""r1""#) } }
+            let answer = response.last { $0.payload.contains(#""r1""#) }?.payload ?? ""
+            #expect(answer.contains(#""status":"ok""#), "the rename was answered \(answer)")
+            h.lifx.setDelay(0)
+        }
+    }
+
     /// SIGTERM: the active hands over at once (under 2 s to the other serving); the standby cost no upstream
     /// request while it waited; a broker restart leaves one active instance.
     static func aStoppedActiveHandsOver(over kind: BrokerKind) async throws {
@@ -207,6 +226,7 @@ enum Failover {
     /// Not over RabbitMQ too: what it shows is the runtime's, not the broker's, and a RabbitMQ node takes 5-15 s
     /// (more beside other builds) to serve again, close to the 30 s for which a journal keeps a command.
     @Test func aHeldGroupCommandOutlivesTheConnection() async throws { try await Failover.aHeldGroupCommandOutlivesTheConnection(over: .mosquitto) }
+    @Test func aRenameBeforeTheFirstListingWaitsForIt() async throws { try await Failover.aRenameBeforeTheFirstListingWaitsForIt(over: .mosquitto) }
 }
 
 /// The same over RabbitMQ's MQTT plugin (a private node per test: Tests/SwitchyardTestSupport/RabbitMQ.swift);

@@ -145,7 +145,8 @@ final class ReadinessHarness: @unchecked Sendable {
             let response = try await watch.waitFor("the rename's response") { ms in
                 ms.contains { $0.topic == "\(base)/bridge/response/device/rename" && $0.payload.contains(#""r1""#) }
             }
-            #expect(response.last { $0.topic == "\(base)/bridge/response/device/rename" }?.payload.contains(#""status":"ok""#) == true)
+            let answer = response.last { $0.topic == "\(base)/bridge/response/device/rename" }?.payload ?? ""
+            #expect(answer.contains(#""status":"ok""#), "the rename was answered \(answer)")
             _ = try await watch.waitFor("the new config and the old state cleared", timeout: 40) { ms in
                 ms.contains { $0.topic.hasPrefix("homeassistant/device/") && $0.payload.contains(#""\#(base)/virtual/spare_m""#) }
                     && ms.contains { $0.topic == "\(base)/virtual/spare" && $0.payload.isEmpty }
