@@ -186,13 +186,13 @@ import Testing
                 slow.append(fd)
                 try HTTPProbe.write(fd, Array("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n".utf8))
             }
-            let probe = try await c.get("/livez", timeout: 10)
-            // The probe is answered by the liveness check itself: "alive", or, on a machine so starved that
-            // the core took over 5 s to answer (seen under AddressSanitizer beside other builds), the
-            // check's own 503. Either way the slow heads did not hold it up.
-            let answered = (probe.status == 200 && probe.body == "alive\n")
-                || (probe.status == 503 && probe.body.contains("the bridge's core does not answer"))
-            #expect(answered, "/livez answered \(probe.status): \(probe.body.prefix(200))")
+            // The probe may take a while on a starved machine (a full AddressSanitizer run saw no answer within
+            // 10 s): what shows that it was let through by the slow heads giving way, not by their head timeout
+            // (10 s), is the count of connections that gave way, checked below.
+            let asked = ContinuousClock.now
+            let probe = try await c.get("/livez", timeout: 30)
+            let took = (ContinuousClock.now - asked) / .seconds(1)
+            #expect(probe.status == 200 && probe.body == "alive\n", "/livez answered \(probe.status): \(probe.body.prefix(200))")
             // The oldest gave way; as many as may wait still do.
             let (all, first) = (slow, slow[0])
             #expect(try await c.blocking { HTTPProbe.isClosed(first, waiting: 10) })
@@ -203,7 +203,9 @@ import Testing
                 }
                 return open.count
             }
-            #expect(open > 0 && open <= ConsoleService.Bound.waitingForHead, "\(open) connections wait for their heads")
+            // Those still waiting are closed by their head timeout 10 s after they came: some are left unless
+            // the probe itself took most of that.
+            #expect((open > 0 || took > 5) && open <= ConsoleService.Bound.waitingForHead, "\(open) connections wait for their heads")
             #expect((c.engine.bounds.snapshot["web_head_waiting"] ?? 0) >= ConsoleService.Bound.connections - ConsoleService.Bound.waitingForHead)
         }
     }
