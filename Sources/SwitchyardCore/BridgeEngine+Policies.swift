@@ -119,12 +119,12 @@ extension BridgeEngine {
         public var namespaces: [String: String]
     }
 
-    /// Every adapter's devices, for management requests (which device a request means, which names are taken).
     /// Whether the adapter has made its first listing (or given up on it, or its settle time passed); true
     /// for an adapter that is not running. A management request waits for it: right after a start or a
     /// standby takeover a device the adapter is about to list is not unknown.
     public func hasListed(_ adapterID: String) -> Bool { entries[adapterID]?.life.isSettled ?? true }
 
+    /// Every adapter's devices, for management requests (which device a request means, which names are taken).
     public func managedAdapters() -> [ManagedAdapter] {
         adapterOrder.compactMap { id in
             guard let e = entries[id] else { return nil }

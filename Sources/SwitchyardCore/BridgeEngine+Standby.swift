@@ -39,6 +39,14 @@ extension BridgeEngine {
         transport.publish(replayTopic, Array(r.nonce.utf8), qos: 1, retain: false)
     }
 
+    /// The commands a takeover was to replay that were not carried out (the phase ended before the sentinel
+    /// came back), less those the broker delivered again meanwhile; the replay is over.
+    func unreplayed() -> [InboundMessage] {
+        guard let r = replay else { return [] }
+        replay = nil
+        return r.messages.filter { m in Self.replayKey(m.topic, m.payload).map { !r.seen.contains($0) } ?? false }
+    }
+
     /// A command routed while the backlog comes in is one the broker delivered again: not replayed.
     func noteDelivered(_ m: InboundMessage) {
         guard replay != nil, let key = Self.replayKey(m.topic, m.payload) else { return }

@@ -278,10 +278,11 @@ public actor BridgeEngine {
         // Stopped before the sweep with a rename's old topics waiting behind its config: both go out now, or those
         // topics would never be cleared (the next start knows only the new name).
         if discoveryHold.defersClears { releaseDiscoveryHold() }
-        // Commands held for devices not listed yet (a group's or a scene's wait for every adapter): answered too,
-        // and kept for the runtime, which under hot standby hands them over when the connection their answers
-        // would go out on is gone (`heldAtStop`, design.md §18).
-        heldAtStop = entries.values.flatMap(\.life.held).sorted { $0.receivedAt < $1.receivedAt }
+        // Commands held for devices not listed yet (a group's or a scene's wait for every adapter), and those a
+        // takeover was to replay whose turn had not come (the phase ended before its sentinel came back):
+        // answered too, and kept for the runtime, which under hot standby hands them over when the connection
+        // their answers would go out on is gone (`heldAtStop`, design.md §18).
+        heldAtStop = (entries.values.flatMap(\.life.held) + unreplayed()).sorted { $0.receivedAt < $1.receivedAt }
         for m in heldAtStop { refuseHeld(m, "the bridge stopped before the command was carried out") }
         flushPaced()
         publishOffline()
@@ -496,11 +497,19 @@ public actor BridgeEngine {
 
     /// A held command that will not be carried out: its error on `bridge/log`, and where the command asked
     /// to be answered.
+    /// However it would be routed now (its device listed, renamed or disabled meanwhile), it is answered.
     func refuseHeld(_ m: InboundMessage, _ message: String) {
-        let route = router.route(m, in: Directory(entries: entries, order: adapterOrder, expected: expectedDevices))
-        guard case .unknownDevice(_, _, _, let topic, let transaction, let resultTopic, let replyTo) = route else { return }
-        observers.commandRefused(topic)
-        reportError(message, topic: topic, transaction: transaction, resultTopic: resultTopic, replyTo: replyTo)
+        switch router.route(m, in: Directory(entries: entries, order: adapterOrder, expected: expectedDevices)) {
+        case .unknownDevice(_, _, _, let topic, let transaction, let resultTopic, let replyTo),
+             .command(_, _, let topic, let transaction, let resultTopic, let replyTo):
+            observers.commandRefused(topic)
+            reportError(message, topic: topic, transaction: transaction, resultTopic: resultTopic, replyTo: replyTo)
+        case .reject(_, let topic, let transaction, let resultTopic, let replyTo):
+            observers.commandRefused(topic)
+            reportError(message, topic: topic, transaction: transaction, resultTopic: resultTopic, replyTo: replyTo)
+        default:
+            reportError(message, topic: m.topic, transaction: nil, resultTopic: nil, replyTo: nil)
+        }
     }
 
     /// A command for a device its adapter has not listed: held until the adapter lists (within the

@@ -219,7 +219,11 @@ public struct ManagementRequests: Sendable {
         guard case .string(let device)? = body["device"] else { throw AdapterError("\(request): device: expected the device's name or id (a string)") }
         // Right after a start or a standby takeover the adapter may not have listed yet: the request waits for
         // its first listing, which its settle time (15 s) bounds, instead of refusing a device about to be listed.
-        for _ in 0..<Self.listingPolls where await !engine.hasListed(adapter) { try await Task.sleep(for: .milliseconds(100)) }
+        var polls = 0
+        while polls < Self.listingPolls, await !engine.hasListed(adapter) {
+            polls += 1
+            try await Task.sleep(for: .milliseconds(100))
+        }
         let adapters = await engine.managedAdapters()
         guard let a = adapters.first(where: { $0.id == adapter }) else {
             throw AdapterError("\(request): unknown adapter '\(adapter.excerpt(80))' (running: \(adapters.map(\.id).joined(separator: ", ")))")

