@@ -7,14 +7,14 @@ import Foundation
 /// Groups and scenes (design.md §20, docs/topics.md "Groups and scenes"): devices of the core itself, under
 /// the adapter ids `group` and `scene`. Each is an entry like an adapter's (its registry makes its topics,
 /// details, discovery and `bridge/devices` lines; its lifecycle holds commands until it is listed), hosted
-/// by a `CoreDevices` adapter that does nothing: the engine lists them once every adapter has listed, derives
+/// by a `CoreDevices` adapter that does nothing: the engine lists them once the adapters they reach have listed, derives
 /// a group's state whenever a device it reaches reports, and fans a group's command or a scene's recall out
 /// to the members' adapters in one step, one `batch` per adapter, answering once when every member has.
 struct GroupCore {
     var book = GroupBook(GroupsConfig())
     /// `serve` has started: until then `setGroups` only records.
     var started = false
-    /// Listed once: before, the adapters had not all listed, and commands for groups and scenes wait.
+    /// Listed once: before, the adapters the groups and scenes reach had not all listed, and their commands wait.
     var listed = false
     /// Which groups reach each device, by adapter and device id: what to derive again when it reports.
     var watch: [String: [String: Set<String>]] = [:]
@@ -101,7 +101,7 @@ extension BridgeEngine {
         groupCore.editor = RequestHandler(paths: GroupCore.editingPaths, maxPayload: maxPayload, handle: editor)
     }
 
-    /// From `serve`: the entries of the groups and scenes configured, listed once every adapter has listed.
+    /// From `serve`: the entries of the groups and scenes configured, listed once the adapters they reach have listed.
     func startGroups() {
         groupCore.started = true
         if !groupCore.book.config.groups.isEmpty { startAdapter(CoreDevices(id: GroupsConfig.groupAdapter, clock: clock)) }
@@ -109,11 +109,14 @@ extension BridgeEngine {
         groupsSettled()
     }
 
-    /// Once every adapter has listed (or given up, or its settle time passed), groups and scenes are listed:
-    /// before, their members are not known, and commands for them wait in their entries.
+    /// Once every adapter a group or scene reaches has listed (or given up, or its settle time passed), groups
+    /// and scenes are listed: before, their members are not known, and commands for them wait in their
+    /// entries. An adapter none of them reaches is not waited for: a mirror (Home Assistant) lists no device
+    /// and settles only when its settle time passes, and every group would stay silent that long after each
+    /// start (a standby's takeover among them) while its members changed.
     func groupsSettled() {
         guard groupCore.started, !groupCore.listed, GroupCore.ids.contains(where: { entries[$0] != nil }) else { return }
-        guard entries.allSatisfy({ groupCore.serves($0.key) || $0.value.life.isSettled }) else { return }
+        guard groupCore.book.memberAdapters.allSatisfy({ groupCore.serves($0) || entries[$0]?.life.isSettled ?? true }) else { return }
         listGroups()
     }
 

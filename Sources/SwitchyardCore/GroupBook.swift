@@ -155,6 +155,19 @@ public struct GroupBook: Sendable {
         return out
     }
 
+    /// The adapters whose devices the groups and scenes reach (nested groups flattened): what their listing
+    /// waits for.
+    public var memberAdapters: Set<String> {
+        var out: Set<String> = []
+        for g in config.groups { for m in leaves(of: g.name) { out.insert(m.adapter) } }
+        for s in config.scenes {
+            for e in s.entries {
+                if e.member.isGroup { for m in leaves(of: e.member.name) { out.insert(m.adapter) } } else { out.insert(e.member.adapter) }
+            }
+        }
+        return out
+    }
+
     // MARK: what a group is
 
     /// The group as a device: the groups' fields that any member it reaches has (`color_temp` over the

@@ -177,4 +177,32 @@ import Testing
             try await r.host.wait("online again") { _ in r.sim.connections == 2 && r.online() }
         }
     }
+
+    /// The mirror lists no device, so it settles only when the engine's settle time passes: connected and
+    /// running, it must not keep the groups (whose members are another adapter's) from being listed,
+    /// following their members and carrying out their commands (design.md §20). With a settle time longer
+    /// than the test, a group listing that waited for every adapter never comes.
+    @Test func theMirrorDoesNotHoldTheGroupsBack() async throws {
+        let sim = try await HomeAssistantSimulator.start(token: Self.token, entities: Self.house)
+        var settings = HAMirrorSettings()
+        settings.url = sim.url
+        settings.token = Self.token
+        let lamps = ScriptedAdapter(id: "alpha", devices: [ScriptedAdapter.lamp("a1", name: "one"), ScriptedAdapter.lamp("a2", name: "two")],
+                                    initial: ["a1": ["state": "ON", "brightness": 20], "a2": ["state": "ON", "brightness": 40]])
+        let groups = GroupsConfig(groups: [GroupDefinition(name: "both", members: [MemberRef("alpha/one")!, MemberRef("alpha/two")!])])
+        try await withTeardown {
+            try await InMemoryBridge.with(adapters: [lamps, HAMirror(settings: settings)], settleTimeout: 3600) { b in
+                await b.engine.setGroups(groups)
+                try await b.waitFor("b/ha/availability", "online")
+                try await b.waitForState("group", "both") { $0["state"] == "ON" && $0["brightness"] == 30 }
+                await lamps.push("a1", ["brightness": 60])
+                try await b.waitForState("group", "both") { $0["brightness"] == 50 }
+                b.command("group", "both", #"{"state": "OFF", "transaction": "m1"}"#)
+                #expect(try await b.result("group", "both", transaction: "m1") == ["status": "ok", "transaction": "m1"])
+                #expect(await lamps.commands.map(\.fields) == [["state": "OFF"], ["state": "OFF"]])
+            }
+        } teardown: {
+            await sim.stop()
+        }
+    }
 }

@@ -156,6 +156,25 @@ import SwitchyardTestSupport
         #expect(await alpha.commands.isEmpty)
     }
 
+    /// Groups are listed once the adapters their members are in have listed: one that no group or scene
+    /// reaches and that has not listed (a mirror lists nothing and settles only when its settle time passes)
+    /// does not keep the groups from following their members, nor their commands from being carried out.
+    /// After a standby's takeover the soak saw every group's state frozen for the settle time (invariant 13).
+    @Test func anAdapterNoGroupReachesDoesNotHoldTheGroupsBack() async throws {
+        let (alpha, beta) = Self.adapters()
+        try await InMemoryBridge.with(adapters: [alpha, beta, NeverListingAdapter(id: "gamma")], settleTimeout: 3600) { b in
+            await b.engine.setGroups(Self.config)
+            try await b.waitForState("group", "all") { $0["state"] == "ON" && $0["brightness"] == 70 }
+            await alpha.push("a1", ["state": "ON", "brightness": 10])
+            try await b.waitForState("group", "pair") { $0["state"] == "ON" && $0["brightness"] == 50 }
+            b.command("group", "all", #"{"state": "OFF", "transaction": "n1"}"#)
+            #expect(try await b.result("group", "all", transaction: "n1") == ["status": "ok", "transaction": "n1"])
+            #expect(await beta.commands == [DeviceCommand(deviceID: "plug-1", fields: ["state": "OFF"])])
+            b.command("scene", "evening", #"{"activate": true, "transaction": "n2"}"#)
+            #expect(try await b.result("scene", "evening", transaction: "n2")["status"] == "ok")
+        }
+    }
+
     /// The soak's group invariant (`GroupWatch`) over everything the engine published while members changed,
     /// went offline and came back: each group state is what the members' states published before it make it.
     /// And the watch itself catches a state that is not, and a partial naming a device the group does not reach.

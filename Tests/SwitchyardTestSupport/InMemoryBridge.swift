@@ -21,15 +21,16 @@ public final class InMemoryBridge: Sendable {
         self.base = base
     }
 
+    /// `settleTimeout`: how long an adapter that has not listed is waited for (the engine's 15 s unless given).
     @discardableResult
-    public static func with<R: Sendable>(base: String = "b", adapters: [any Adapter], discovery: Bool = false,
+    public static func with<R: Sendable>(base: String = "b", adapters: [any Adapter], discovery: Bool = false, settleTimeout: Double = 15,
                                          _ body: (InMemoryBridge) async throws -> R) async throws -> R {
         StallWatch.startIfAsked()
         var logger = Logger(label: "test-engine")
         logger.logLevel = .critical
         let transport = InMemoryTransport()
         let engine = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: base), discovery: discovery, version: "test",
-                                                           healthInterval: 3600),
+                                                           healthInterval: 3600, settleTimeout: settleTimeout),
                                   transport: transport, logger: logger)
         let bridge = InMemoryBridge(transport: transport, engine: engine, base: base)
         return try await withThrowingTaskGroup(of: Void.self, returning: R.self) { group in
