@@ -114,15 +114,24 @@ extension BridgeEngine {
     /// entries. An adapter none of them reaches is not waited for: a mirror (Home Assistant) lists no device
     /// and settles only when its settle time passes, and every group would stay silent that long after each
     /// start (a standby's takeover among them) while its members changed.
+    /// After a takeover, a member the group's previous active instance knew (`expectedDevices`: a LIFX light
+    /// only the LAN sees) is waited for too, until its adapter lists it or its start window closes: a
+    /// command fanned out before would find it `missing` (§18 "Ready from the first command").
     func groupsSettled() {
         guard groupCore.started, !groupCore.listed, GroupCore.ids.contains(where: { entries[$0] != nil }) else { return }
         guard groupCore.book.memberAdapters.allSatisfy({ groupCore.serves($0) || entries[$0]?.life.isSettled ?? true }) else { return }
+        let book = groupCore.book
+        let leaves = book.config.groups.flatMap { book.leaves(of: $0.name) }
+            + book.config.scenes.flatMap { s in s.entries.filter { !$0.member.isGroup }.map(\.member) }
+        guard !leaves.contains(where: { expectedDevices[$0.adapter]?.contains($0.name) == true && memberView($0) == nil }) else { return }
         listGroups()
     }
 
-    /// An adapter's listing changed (or it was removed): members may have come, gone or been renamed.
+    /// An adapter's listing changed (or it was removed): members may have come, gone or been renamed; or,
+    /// before the groups are listed, a member they waited for has come.
     func groupsRelisted(_ adapterID: String) {
-        guard groupCore.listed, !groupCore.serves(adapterID) else { return }
+        guard !groupCore.serves(adapterID) else { return }
+        guard groupCore.listed else { return groupsSettled() }
         listGroups()
     }
 

@@ -487,6 +487,8 @@ public actor BridgeEngine {
         let waited = entry.life.stopAwaiting()
         settle(adapterID, generation)
         release(waited, to: entry)
+        // The groups may have waited for a member this adapter was expected to list.
+        groupsSettled()
     }
 
     /// Work a lifecycle transition let go: waiting work queued to the instance, held commands routed again.

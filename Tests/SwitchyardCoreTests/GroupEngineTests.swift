@@ -175,6 +175,25 @@ import SwitchyardTestSupport
         }
     }
 
+    /// After a takeover, a member the group's previous active instance knew (a LAN light) and its adapter has
+    /// not listed again yet is waited for: the group's command is carried out once it is listed, not
+    /// answered `partial` with the member `missing` (design.md §18 "Ready from the first command").
+    @Test func aGroupWaitsForAMemberTheGroupKnewBeforeATakeover() async throws {
+        let (_, beta) = Self.adapters()
+        let alpha = ScriptedAdapter(id: "alpha", devices: [ScriptedAdapter.lamp("a1", name: "one")])
+        try await InMemoryBridge.with(adapters: [alpha, beta], settleTimeout: 3600) { b in
+            await b.engine.expectDevices(["alpha": ["one", "two"]])
+            try await b.waitForState("alpha", "one")
+            await b.engine.setGroups(GroupsConfig(groups: [GroupDefinition(name: "pair", members: [Self.ref("alpha/one"), Self.ref("alpha/two")])]))
+            b.command("group", "pair", #"{"state": "ON", "transaction": "k1"}"#)
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(b.transport.published.filter { $0.topic == "b/group/pair/result" }.isEmpty)
+            await alpha.list([ScriptedAdapter.lamp("a1", name: "one"), ScriptedAdapter.lamp("a2", name: "two")])
+            #expect(try await b.result("group", "pair", transaction: "k1") == ["status": "ok", "transaction": "k1"])
+            #expect(Set(await alpha.commands.map(\.deviceID)) == ["a1", "a2"])
+        }
+    }
+
     /// The soak's group invariant (`GroupWatch`) over everything the engine published while members changed,
     /// went offline and came back: each group state is what the members' states published before it make it.
     /// And the watch itself catches a state that is not, and a partial naming a device the group does not reach.
