@@ -142,7 +142,7 @@ import SwitchyardTestSupport
 
     /// A takeover's replay still waiting for its sentinel when the phase ends (here the sentinel is never
     /// asked for: the replay is set after the connect) is answered and handed back with the held commands,
-    /// not dropped; a command without a transaction is never replayed.
+    /// not dropped.
     @Test func aReplayCutShortIsAnsweredAndHandedBack() async throws {
         let (alpha, _) = Self.adapters()
         let (t, engine) = try await InMemoryBridge.with(adapters: [alpha]) { b in
