@@ -270,6 +270,8 @@ final class ImpHarness: Sendable {
             }
             // One warning for the outage, not one per retry.
             #expect(under.probe.messages.filter { $0.topic == "\(base)/bridge/log" && $0.payload.contains("weather: agent unreachable") }.count == 1)
+            // weather's third refusal is over (its loop asleep again) before the agents can answer.
+            try await waitUntil("both devices' polls asleep") { clock.sleeping >= 2 }
             let failedAt = clock.now()
             let sim = try await ImpAgentSimulator.start(agents: [.init(id: ImpHarness.big, app: .bigClock, appcode: ImpHarness.bigCode),
                                                                 .init(id: ImpHarness.weather, app: .weather, appcode: "Weather")],
