@@ -158,6 +158,8 @@ public actor NovaAdapter: Adapter {
             let radio = self.radio
             result = try await serial { try await radio.scan(duration: s.scanDuration, intervalMs: s.scanIntervalMs, windowMs: s.scanWindowMs) }
         } catch {
+            // The adapter is stopping and its scan was cancelled with it: not a radio failure to report.
+            if error is CancellationError || Task.isCancelled { return }
             let f = error as? BluetoothFailure ?? BluetoothFailure(.other, "\(error)")
             let fatal = f.kind == .unsupported || f.kind == .permission
             // The core logs an adapter error and raises the event itself; "disabled" is said here, once.
