@@ -9,7 +9,9 @@ import Testing
 /// The Imp adapter against the agent simulator over real HTTP on loopback, through the engine over the
 /// in-memory transport (the unit tier). ImpTests runs the same adapter over a real broker.
 @Suite struct ImpEngineTests {
-    static func with<R: Sendable>(_ body: (InMemoryBridge, ImpAgentSimulator) async throws -> R) async throws -> R {
+    /// `prepare` runs on the simulator and the adapter before the bridge starts.
+    static func with<R: Sendable>(prepare: (ImpAgentSimulator, ImpAdapter) async throws -> Void = { _, _ in },
+                                  _ body: (InMemoryBridge, ImpAgentSimulator) async throws -> R) async throws -> R {
         let sim = try await ImpAgentSimulator.start(agents: [
             .init(id: ImpHarness.matrix, app: .matrixClock, appcode: ImpHarness.matrixCode),
             .init(id: ImpHarness.big, app: .bigClock, appcode: ImpHarness.bigCode),
@@ -25,6 +27,7 @@ import Testing
                     - {name: big_clock, agent_id: \(ImpHarness.big)}
                 """, file: "t.yaml", upstreams: [ImpUpstream()])
             let adapter = ImpAdapter(settings: try #require(config.settings(ImpUpstream())))
+            try await prepare(sim, adapter)
             return try await InMemoryBridge.with(adapters: [adapter]) { b in try await body(b, sim) }
         } teardown: {
             await sim.stop()
@@ -53,34 +56,17 @@ import Testing
     /// gone: the answer says so, not that the fields are unknown). A restored app the agent contradicts is
     /// corrected at the first read.
     @Test func aTakeoverStartsFromTheAppsThePreviousInstanceDetected() async throws {
-        let sim = try await ImpAgentSimulator.start(agents: [
-            .init(id: ImpHarness.matrix, app: .matrixClock, appcode: ImpHarness.matrixCode),
-            .init(id: ImpHarness.big, app: .bigClock, appcode: ImpHarness.bigCode),
-        ])
-        try await withTeardown {
+        try await Self.with(prepare: { sim, adapter in
             sim.setGone(ImpHarness.matrix, true)
-            let config = try SwitchyardConfig.parse(yaml: """
-                imp:
-                  base_url: \(sim.baseURL)
-                  poll_interval: 3600
-                  apps: {\(ImpHarness.matrixCode): matrixclock, \(ImpHarness.bigCode): bigclock}
-                  devices:
-                    - {name: hall_clock, agent_id: \(ImpHarness.matrix)}
-                    - {name: big_clock, agent_id: \(ImpHarness.big)}
-                """, file: "t.yaml", upstreams: [ImpUpstream()])
-            let adapter = ImpAdapter(settings: try #require(config.settings(ImpUpstream())))
             // The hall clock's appcode names its app through this config's `apps`; the big clock's last state
             // names the wrong app, which its agent corrects.
             await adapter.restore(states: ["hall_clock": ["app": "renamed", "appcode": .string(ImpHarness.matrixCode), "brightness": 47],
                                            "big_clock": ["app": "matrixclock", "appcode": .null]])
-            try await InMemoryBridge.with(adapters: [adapter]) { b in
-                b.command("imp", "hall_clock", #"{"brightness": 20, "transaction": "t1"}"#)
-                let r = try await b.result("imp", "hall_clock", transaction: "t1")
-                #expect(r["status"] == "error" && r["error"]?.stringValue?.contains("agent unreachable") == true, "\(r)")
-                try await b.waitForState("imp", "big_clock") { $0["agent"] == "online" && $0["app"] == "bigclock" }
-            }
-        } teardown: {
-            await sim.stop()
+        }) { b, _ in
+            b.command("imp", "hall_clock", #"{"brightness": 20, "transaction": "t1"}"#)
+            let r = try await b.result("imp", "hall_clock", transaction: "t1")
+            #expect(r["status"] == "error" && r["error"]?.stringValue?.contains("agent unreachable") == true, "\(r)")
+            try await b.waitForState("imp", "big_clock") { $0["agent"] == "online" && $0["app"] == "bigclock" }
         }
     }
 
