@@ -344,6 +344,9 @@ public actor BridgeEngine {
     /// both are cancelled and awaited, and so is every command outcome still being waited for.
     static func host(_ h: HostedAdapter, engine: BridgeEngine) async {
         let id = h.adapter.id
+        // Nothing of the adapter runs before its upstream lease begins (hot standby's hand-over pause): its
+        // commands queue meanwhile, and those for devices it has not listed are held as at any start.
+        await UpstreamLease.begun()
         await withDiscardingTaskGroup { g in
             g.addTask {
                 do {

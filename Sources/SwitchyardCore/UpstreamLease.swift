@@ -12,15 +12,24 @@ public final class UpstreamLease: Sendable {
     @TaskLocal public static var current: UpstreamLease?
 
     let isValid: @Sendable () -> Bool
+    let begins: (@Sendable () async -> Void)?
     public let name: String
 
-    /// `isValid` must be cheap and safe from any thread.
-    public init(name: String, isValid: @escaping @Sendable () -> Bool) {
+    /// `isValid` must be cheap and safe from any thread. `begins` returns once the lease has begun: the
+    /// engine starts each adapter, and carries out its commands, only then (a new active instance's hand-over
+    /// pause, design.md §18 rule 3); it returns at once when its task is cancelled.
+    public init(name: String, begins: (@Sendable () async -> Void)? = nil, isValid: @escaping @Sendable () -> Bool) {
         self.name = name
+        self.begins = begins
         self.isValid = isValid
     }
 
     public var valid: Bool { isValid() }
+
+    /// Waits until the lease bound to this task (if any) has begun.
+    public static func begun() async {
+        await current?.begins?()
+    }
 
     /// Throws when a lease is bound and no longer valid.
     public static func check() throws {

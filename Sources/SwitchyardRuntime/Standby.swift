@@ -101,6 +101,11 @@ actor StandbyCoordinator {
     let feed: ConsoleFeed?
     let notifier: SystemdNotifier
     let clock = SystemClock()
+    /// How long a new active phase holds the client id before its adapters start (design.md §18, rule 3):
+    /// an instance the broker took the id from learns it within a trip from the broker, and sends nothing
+    /// upstream from then on, so the two never send at once. The engine serves MQTT meanwhile (commands
+    /// queue, requests are answered).
+    static let handOverPause = 0.5
     var watch: StandbyWatch
     var journal: StandbyJournal
     var role: StandbyWatch.Role = .standby
@@ -268,6 +273,7 @@ actor StandbyCoordinator {
             return
         }
         // Ours now: the broker has handed the client id and its session to this connection.
+        let begins = clock.now().adding(seconds: Self.handOverPause)
         let gap = (clock.now() - (watch.lastActive?.at ?? vacantSince)).seconds
         takeovers += 1
         role = .active
@@ -288,7 +294,7 @@ actor StandbyCoordinator {
         view.current = engine
         updateView()
         let keepalive = Double(config.mqtt.keepalive)
-        let lease = UpstreamLease(name: group.instance) { [clock] in
+        let lease = UpstreamLease(name: group.instance, begins: { [clock] in try? await clock.sleep(until: begins) }) { [clock] in
             guard let heard = transport.lastHeard, transport.stats().connected, !transport.recentlyResumed else { return false }
             return (clock.now() - heard).seconds < keepalive * 1.25
         }
