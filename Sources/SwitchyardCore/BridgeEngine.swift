@@ -282,7 +282,7 @@ public actor BridgeEngine {
         // takeover was to replay whose turn had not come (the phase ended before its sentinel came back):
         // answered too, and kept for the runtime, which under hot standby hands them over when the connection
         // their answers would go out on is gone (`heldAtStop`, design.md §18).
-        heldAtStop = (entries.values.flatMap(\.life.held) + unreplayed()).sorted { $0.receivedAt < $1.receivedAt }
+        heldAtStop = (entries.values.flatMap(\.life.held) + unreplayed()).sorted { $0.receivedAtMonotonic < $1.receivedAtMonotonic }
         for m in heldAtStop { refuseHeld(m, "the bridge stopped before the command was carried out") }
         flushPaced()
         publishOffline()

@@ -97,10 +97,10 @@ public struct StandbyJournal: Sendable {
     /// device not listed yet (a group's or a scene's wait for every adapter) when its active phase ended with
     /// its connection gone, so that the error it answered them with went nowhere. Nobody else may have them:
     /// the journal is fed only while standing by, and a takeover took out what it had. They are kept again as
-    /// if seen while standing by, from when they were received (`wallNow` is the wall clock at `now`): the
-    /// instance's next takeover replays them, and another instance's result takes them out, as for any
-    /// command the journal keeps. One already kept, or not one the journal keeps, is left out.
-    public mutating func handBack(_ messages: [InboundMessage], now: MonotonicInstant, wallNow: Date = Date()) {
+    /// if seen while standing by, from when they were received (`receivedAtMonotonic`, on the clock `now` is
+    /// read from): the instance's next takeover replays them, and another instance's result takes them out, as
+    /// for any command the journal keeps. One already kept, or not one the journal keeps, is left out.
+    public mutating func handBack(_ messages: [InboundMessage], now: MonotonicInstant) {
         for m in messages where !m.retain {
             guard case .set(let adapter, let device, _) = scheme.classify(m.topic), let transaction = Self.transaction(m.payload) else { continue }
             let resultTopic = scheme.result(adapter: adapter, name: device)
@@ -110,8 +110,7 @@ public struct StandbyJournal: Sendable {
                 dropped += 1
                 continue
             }
-            let age = max(0, wallNow.timeIntervalSince(m.receivedAt))
-            let entry = Entry(message: m, transaction: transaction, resultTopic: resultTopic, seenAt: now.adding(seconds: -age))
+            let entry = Entry(message: m, transaction: transaction, resultTopic: resultTopic, seenAt: min(now, m.receivedAtMonotonic))
             // Oldest first, as `expire` takes them.
             pending.insert(entry, at: pending.firstIndex { $0.seenAt > entry.seenAt } ?? pending.endIndex)
             bytes += size

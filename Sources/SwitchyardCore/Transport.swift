@@ -15,7 +15,10 @@ public struct InboundMessage: Sendable, Equatable {
     public var qos: Int
     /// MQTT v5 user properties (empty under 3.1.1).
     public var userProperties: [String: String]
+    /// When it was received, by the wall clock: set against a sender's MQTT 5 `timestamp` (a command's age).
     public var receivedAt: Date
+    /// When it was received, by the process's monotonic clock: how long it has been held (a hand-back's age).
+    public var receivedAtMonotonic: MonotonicInstant
     /// Set when the payload was over `max_payload` and not copied (`payload` is then empty): its size.
     public var oversize: Int?
     /// MQTT v5: the sender's Response Topic and Correlation Data (nil without a Response Topic, and always
@@ -25,13 +28,15 @@ public struct InboundMessage: Sendable, Equatable {
     public var fromConsole = false
 
     public init(topic: String, payload: [UInt8], retain: Bool = false, qos: Int = 1, userProperties: [String: String] = [:],
-                receivedAt: Date = Date(), oversize: Int? = nil, replyTo: ReplyTo? = nil) {
+                receivedAt: Date = Date(), receivedAtMonotonic: MonotonicInstant = SystemClock().now(), oversize: Int? = nil,
+                replyTo: ReplyTo? = nil) {
         self.topic = topic
         self.payload = payload
         self.retain = retain
         self.qos = qos
         self.userProperties = userProperties
         self.receivedAt = receivedAt
+        self.receivedAtMonotonic = receivedAtMonotonic
         self.oversize = oversize
         self.replyTo = replyTo
     }

@@ -127,9 +127,12 @@ import Testing
     /// taken out by another instance's result like any other.
     @Test func heldCommandsAreHandedBackFromWhenTheyCame() {
         var j = StandbyJournal(scheme: scheme, window: 30)
+        // Received `age` seconds before the monotonic 100 s; the wall clock says otherwise (it was set back a
+        // minute meanwhile), and is not what counts.
         let wall = Date(timeIntervalSince1970: 1_000)
-        func held(_ topic: String, _ payload: String, _ age: Double) -> InboundMessage {
-            InboundMessage(topic: topic, payload: Array(payload.utf8), receivedAt: wall.addingTimeInterval(-age))
+        func held(_ topic: String, _ payload: String, _ age: Double, before: Double = 100) -> InboundMessage {
+            InboundMessage(topic: topic, payload: Array(payload.utf8), receivedAt: wall.addingTimeInterval(60 - age),
+                           receivedAtMonotonic: at(before - age))
         }
         _ = j.takeOver()
         j.saw(msg("b/virtual/lamp/set", #"{"state":"ON","transaction":"s"}"#), now: at(99))   // seen while standing by again
@@ -137,18 +140,18 @@ import Testing
                     held("b/scene/movie/set", #"{"activate":true,"transaction":"m1"}"#, 5),
                     held("b/group/downstairs/set", #"{"state":"OFF"}"#, 4),                         // no transaction: not replayable
                     held("b/group/downstairs/set", #"{"state":"ON","transaction":"old"}"#, 31)],     // past the window
-                   now: at(100), wallNow: wall)
+                   now: at(100))
         // In the order they came, with what the journal saw since.
         #expect(j.pending.map(\.transaction) == ["g1", "m1", "s"])
         #expect(j.pending.map(\.resultTopic) == ["b/group/downstairs/result", "b/scene/movie/result", "b/virtual/lamp/result"])
         // Handed back twice (a second phase cut short before it replayed them): kept once.
-        j.handBack([held("b/group/downstairs/set", #"{"state":"ON","transaction":"g1"}"#, 25)], now: at(100), wallNow: wall)
+        j.handBack([held("b/group/downstairs/set", #"{"state":"ON","transaction":"g1"}"#, 25)], now: at(100))
         #expect(j.pending.count == 3)
         // Another instance took over and answered one.
         j.saw(msg("b/group/downstairs/result", #"{"transaction":"g1","status":"ok"}"#), now: at(101))
         #expect(j.pending.map(\.transaction) == ["m1", "s"])
         // The window counts from when they came: g1 would have gone 5 s after the hand-back.
-        j.handBack([held("b/group/downstairs/set", #"{"state":"ON","transaction":"g2"}"#, 25)], now: at(101), wallNow: wall.addingTimeInterval(1))
+        j.handBack([held("b/group/downstairs/set", #"{"state":"ON","transaction":"g2"}"#, 25, before: 101)], now: at(101))
         j.expire(now: at(106.5))
         #expect(j.pending.map(\.transaction) == ["m1", "s"])
         #expect(j.takeOver().map(\.message.topic) == ["b/scene/movie/set", "b/virtual/lamp/set"])
