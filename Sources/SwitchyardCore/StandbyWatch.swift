@@ -58,10 +58,12 @@ public struct StandbyWatch: Sendable {
     /// of the others may be as old as its active phase, and a pause may have hidden everything said while it
     /// lasted. It starts again as if its watching connection had just connected: nobody is believed gone
     /// before each has had `confirmWithin` to say it again (the runtime asks them), and the vacancy is timed
-    /// from now.
+    /// from now. This instance is then the one last active: a takeover that follows, by itself or by
+    /// another (unless another is seen active and gone meanwhile), is from it, its gap from now.
     public mutating func activePhaseEnded(now: MonotonicInstant) {
         if connectedAt != nil { connected(now: now) }
         vacantSince = nil
+        lastActive = (me, "its connection ended", now)
     }
 
     /// The watching connection is gone: nothing it knew is current.

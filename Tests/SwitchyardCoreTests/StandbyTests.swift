@@ -76,6 +76,23 @@ import Testing
         #expect(w.decide(now: at(50)) == .wait)
     }
 
+    /// A broker restart ends this instance's active phase, and nobody else takes over: its next takeover is
+    /// from itself, dated from its phase's end (not from the last other instance it saw go, long before).
+    @Test func aTakeoverAfterItsOwnPhaseIsFromItself() {
+        var w = watch()
+        w.connected(now: at(0))
+        w.saw("c", role: .active, replayed: false, now: at(0.1))
+        w.saw("c", role: .offline, replayed: false, now: at(5))        // c killed; this instance takes over
+        #expect(w.decide(now: at(7)) == .takeOver(from: "c", reason: "its connection ended (Last Will)"))
+        w.disconnected()                                                // the broker stops at 40
+        w.activePhaseEnded(now: at(40.2))
+        w.connected(now: at(44))                                       // back at 44
+        w.saw("c", role: .offline, replayed: true, now: at(44.1))
+        _ = w.decide(now: at(44.2))
+        #expect(w.decide(now: at(46)) == .takeOver(from: "b", reason: "its connection ended"))
+        #expect(w.lastActive?.at == at(40.2))
+    }
+
     @Test func itsOwnClaimIsNotAnother() {
         var w = watch()
         w.connected(now: at(0))
