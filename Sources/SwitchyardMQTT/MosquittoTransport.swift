@@ -456,6 +456,11 @@ final class NetworkLoop {
             fds[1].revents = 0
             let n = poll(&fds, 2, 250)
             if n < 0 && errno != EINTR { return }
+            // Paused inside poll (where the thread waits most of the time): known before what it reads makes
+            // `heard` fresh, so that the upstream lease never sees a fresh `heard` without the resume.
+            if let until = pauses.turn(at: now()) {
+                transport.resumedUntil.store(until.sinceOrigin.nanosecondsClamped, ordering: .releasing)
+            }
             if fds[1].revents & Int16(POLLIN) != 0 {
                 drainWake()
             }
