@@ -142,7 +142,8 @@ struct Demo: AsyncParsableCommand {
 }
 
 /// The bridge as `switchyard run -c FILE` runs it, with the Nova radio simulated (the demo's two flashes):
-/// the soak run starts it against simulators it stops and starts itself, and reloads FILE with SIGHUP.
+/// the soak run starts it against simulators it stops and starts itself, and reloads FILE with SIGHUP; under
+/// `standby:`, two of them with their own `--instance` names make one standby group.
 struct SimulatedNovaBridge: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bridge",
@@ -150,6 +151,8 @@ struct SimulatedNovaBridge: AsyncParsableCommand {
 
     @Option(name: .shortAndLong, help: "The config file (reloaded on SIGHUP and bridge/request/config/reload).")
     var config: String
+    @Option(help: "This instance's name in a standby group (standby.enabled), as `switchyard run --instance`.")
+    var instance: String?
     @OptionGroup var log: LogOptions
 
     func run() async throws {
@@ -157,7 +160,7 @@ struct SimulatedNovaBridge: AsyncParsableCommand {
         let list = upstreams.map { $0.key == NovaAdapter.id ? NovaUpstream(radio: nova) : $0 }
         let c = loadOrExit(config, upstreams: list)
         let logger = try log.bootstrap(config: c)
-        try await BridgeRuntime.run(config: c, configPath: config, upstreams: list, logger: logger)
+        try await BridgeRuntime.run(config: c, configPath: config, upstreams: list, logger: logger, instance: instance)
     }
 }
 
