@@ -89,6 +89,13 @@ public final class SimulatedHome: @unchecked Sendable {
         public var web = "{enabled: false}"
         /// `homeassistant.discovery_mode` (the config's default, `device`, unless given).
         public var discoveryMode = "device"
+        /// `mqtt.keepalive` (the config's default unless given).
+        public var keepalive: Int?
+        /// The `standby:` section (hot standby, design.md §18), as a YAML flow mapping; none unless given.
+        public var standby: String?
+        /// Whether the config has the `nova:` section. A standby group leaves it to a bridge of its own on the
+        /// radio's host (`novaYAML`): a flash is reached through one host's radio and cannot fail over.
+        public var nova = true
         public init() {}
     }
 
@@ -98,7 +105,8 @@ public final class SimulatedHome: @unchecked Sendable {
         """
         state_dir: \(stateDir)
         \(log.map { "log: {level: \($0)}" } ?? "")
-        mqtt: {url: "mqtt://\(host):\(port)", base_topic: \(base), client_id: "switchyard-demo-\(base)", reconnect: {max_delay: 5}}
+        mqtt: {url: "mqtt://\(host):\(port)", base_topic: \(base), client_id: "switchyard-demo-\(base)", reconnect: {max_delay: 5}\(t.keepalive.map { ", keepalive: \($0)" } ?? "")}
+        \(t.standby.map { "standby: \($0)" } ?? "")
         health: {interval: \(t.healthInterval)}
         homeassistant: {discovery_mode: \(t.discoveryMode)}
         web: \(t.web)
@@ -134,9 +142,7 @@ public final class SimulatedHome: @unchecked Sendable {
           url: "\(ha.url)"
           token: demo-token
           services: {allow: ["input_boolean.*", "light.*", "input_number.set_value"]}
-        nova:
-          default_timeout_ms: \(t.novaTimeoutMs)
-          names: {"D0:39:72:00:00:01": key_light, "D0:39:72:00:00:02": fill_light}
+        \(t.nova ? Self.novaSection(t) : "")
         groups:
           downstairs:
             members: [virtual/kitchen, virtual/fan, lifx/kitchen, lifx/lounge_left, lifx/lounge_right, lifx/desk, imp/hall_clock, group/porch]
@@ -150,6 +156,29 @@ public final class SimulatedHome: @unchecked Sendable {
               group/downstairs: {state: OFF}
               lifx/lounge_left: {state: ON, brightness: 20, color: {h: 240, s: 100}}
               virtual/hall/lamp: {state: ON, brightness: 35, color_temp: 2700}
+        """
+    }
+
+    static func novaSection(_ t: Tuning) -> String {
+        """
+        nova:
+          default_timeout_ms: \(t.novaTimeoutMs)
+          names: {"D0:39:72:00:00:01": key_light, "D0:39:72:00:00:02": fill_light}
+        """
+    }
+
+    /// A bridge of the Nova flashes alone, on the host whose radio reaches them, beside a standby group
+    /// that serves the rest of the home (docs/operations.md "Two bridges, one home"): its own base topic
+    /// and client id.
+    public func novaYAML(host: String, port: Int, base: String, stateDir: String, tuning t: Tuning = Tuning(), log: String? = nil) -> String {
+        """
+        state_dir: \(stateDir)
+        \(log.map { "log: {level: \($0)}" } ?? "")
+        mqtt: {url: "mqtt://\(host):\(port)", base_topic: \(base), client_id: "switchyard-demo-\(base)", reconnect: {max_delay: 5}}
+        health: {interval: \(t.healthInterval)}
+        homeassistant: {discovery_mode: \(t.discoveryMode)}
+        web: {enabled: false}
+        \(Self.novaSection(t))
         """
     }
 
