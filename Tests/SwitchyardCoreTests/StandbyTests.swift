@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import SwitchyardCore
+import SwitchyardTestSupport
 
 /// Hot standby's pure parts (design.md §18): when an instance takes over (`StandbyWatch`), and what it keeps
 /// of the group's traffic meanwhile (`StandbyJournal`). Times are instants made here; nothing sleeps.
@@ -210,5 +211,93 @@ import Testing
         #expect(j.knownDevices == ["virtual": ["kitchen"], "lifx": ["desk", "shelf/strip"]])
         j.saw(msg("b/bridge/devices", #"[{"adapter":"lifx","id":"d073d5100001","name":"desk","topic":"b/lifx/desk"}]"#), now: at(1))
         #expect(j.knownDevices == ["lifx": ["desk"]])
+    }
+}
+
+/// The soak's judgements of a standby group (docs/testing.md "The soak run", 14–16), fed what a subscriber
+/// and the upstream simulators would see: each is shown catching the fault it is for.
+@Suite struct SoakStandbyInvariantTests {
+    func takeover(_ from: String?, _ to: String, gap: Double = 1200) -> [UInt8] {
+        let f = from.map { #""\#($0)""# } ?? "null"
+        return Array(#"{"type":"takeover","data":{"from":\#(f),"to":"\#(to)","reason":"r","gap_ms":\#(gap)}}"#.utf8)
+    }
+    func role(_ r: String) -> [UInt8] { Array(#"{"instance":"x","role":"\#(r)"}"#.utf8) }
+
+    @Test func everyTakeoverIsCausedAnnouncedInTimeAndGoesElsewhere() {
+        var w = TakeoverWatch()
+        #expect(w.event(takeover(nil, "a"), at: 1, explained: false) == nil)           // the first start
+        w.expect(from: "a", what: "kill -9", at: 10, within: 4.5)
+        #expect(w.event(takeover("a", "b"), at: 11.8, explained: false) == nil)
+        #expect(w.takeovers.last?.afterFault.map { abs($0 - 1.8) < 1e-9 } == true && w.active == "b")
+        // Nothing caused this one: a ping-pong.
+        #expect(w.event(takeover("b", "a"), at: 20, explained: false) != nil)
+        // The same inside a broker restart's window: the group picked one again.
+        #expect(w.event(takeover("a", "b"), at: 30, explained: true) == nil)
+        // Too late, and back to the stopped instance.
+        w.expect(from: "b", what: "SIGSTOP", at: 40, within: 12)
+        #expect(w.event(takeover("b", "a"), at: 53, explained: false)?.contains("bound") == true)
+        w.expect(from: "a", what: "kill -9", at: 60, within: 4.5)
+        #expect(w.event(takeover("a", "a"), at: 62, explained: false)?.contains("went back") == true)
+        // Never announced.
+        w.expect(from: "a", what: "kill -9", at: 70, within: 4.5)
+        #expect(w.overdue(now: 74).isEmpty)
+        #expect(w.overdue(now: 75).count == 1)
+        #expect(w.overdue(now: 80).isEmpty)                                            // said once
+        // A start that is not the first, from nobody: caused by nothing.
+        #expect(w.event(takeover(nil, "b"), at: 90, explained: false) != nil)
+    }
+
+    @Test func twoInstancesNeverClaimActiveAtOnceOutsideABrokerRestart() {
+        var w = TakeoverWatch()
+        #expect(w.claim("a", payload: role("active"), explained: false) == nil)
+        #expect(w.claim("b", payload: role("standby"), explained: false) == nil)
+        #expect(w.claim("a", payload: role("offline"), explained: false) == nil)        // a's Last Will
+        #expect(w.claim("b", payload: role("active"), explained: false) == nil)
+        #expect(w.claim("a", payload: role("active"), explained: false) != nil)         // b still says active
+        #expect(w.claim("b", payload: [], explained: false) == nil)                     // cleared
+        #expect(w.claim("b", payload: role("active"), explained: true) == nil && w.overlapsExplained == 1)
+    }
+
+    @Test func upstreamRequestsOfTwoInstancesNeverInterleave() {
+        var w = UpstreamInstanceWatch(slack: 1)
+        w.activated("a", at: 1)
+        w.request(instance: "a", at: 2, what: "GET /v1/lights/all")
+        w.request(instance: "a", at: 9.9, what: "PUT /v1/lights/1/state")      // its last, before the kill
+        w.activated("b", at: 12)
+        w.request(instance: "b", at: 11.5, what: "GET /v1/lights/all")        // its first, just before its event was seen
+        w.request(instance: "b", at: 13, what: "PUT /v1/lights/1/state")
+        #expect(w.judge(before: 20).isEmpty)
+        #expect(w.judged == ["a": 2, "b": 2])
+        // The paused instance, resumed, sends once more: a breach, said once.
+        w.request(instance: "a", at: 21, what: "PUT /v1/lights/2/state")
+        w.request(instance: "b", at: 22, what: "GET /v1/lights/all")
+        w.request(instance: "b", at: 23, what: "GET /v1/lights/all")
+        #expect(w.judge(before: 30).count == 2)   // a after b since a's activation; b after a since b's
+        // Requests judged in time order whatever order they were read in; not before their horizon.
+        w.activated("a", at: 40)
+        w.request(instance: "a", at: 42, what: "x")
+        w.request(instance: "b", at: 41, what: "y")                           // b, after a took over
+        #expect(w.judge(before: 41).isEmpty)
+        #expect(w.judge(before: 50).count == 1)
+        // One that names no instance, one from an instance never seen active.
+        w.request(instance: nil, at: 51, what: "z")
+        w.request(instance: "c", at: 52, what: "z")
+        #expect(w.judge(before: 60).count == 2)
+    }
+
+    /// Invariant 3 across takeovers: a second result only for a command unanswered at a kill or pause, once.
+    @Test func aSecondResultIsTakenOnlyForACommandOpenAtAHandOver() {
+        var l = TransactionLedger()
+        func result(_ t: String, _ status: String = "ok") -> [UInt8] { Array(#"{"status":"\#(status)","transaction":"\#(t)"}"#.utf8) }
+        l.sent("a", topic: "b/x/set", at: 0)
+        l.sent("b", topic: "b/x/set", at: 0)
+        #expect(l.result(result("a")) == nil)
+        l.handOver()                                        // b is open: the stopped instance may have taken it
+        #expect(l.openAtHandOver == 1)
+        #expect(l.result(result("b")) == nil)
+        #expect(l.result(result("b", "error")) == nil)      // the new instance carried it out again
+        #expect(l.result(result("b")) != nil)               // a third: a breach
+        #expect(l.result(result("a")) != nil)               // a was answered before the hand-over
+        #expect(l.answered == 2 && l.answeredTwice == 1)
     }
 }

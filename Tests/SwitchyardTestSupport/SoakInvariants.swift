@@ -59,7 +59,10 @@ public struct DiscoveryReadWatch: Sendable {
 /// One repeat is not the bridge's: results go out at QoS 1, and one the broker passed on but did not
 /// acknowledge before it stopped is sent again after the reconnect (docs/topics.md "Outbox"). A second
 /// result identical to the first, while a broker restart makes that possible, is counted (`redelivered`);
-/// any other second result is a breach.
+/// so is one second result, whatever it says, of a command that was still unanswered when the schedule
+/// killed or paused the active instance of a standby group (`handOver`): the instance that takes over
+/// carries out again what the stopped one had taken and not answered (design.md §18 "What is
+/// at-least-once"), counted as `answeredTwice`. Any other second result, and any third, is a breach.
 public struct TransactionLedger: Sendable {
     public struct Sent: Sendable {
         public var topic: String
@@ -70,25 +73,47 @@ public struct TransactionLedger: Sendable {
     public private(set) var answered = 0
     public private(set) var ok = 0
     public private(set) var redelivered = 0
+    /// Second results of commands unanswered at a hand-over.
+    public private(set) var answeredTwice = 0
+    /// The most commands unanswered at one hand-over (what `answeredTwice` may reach per hand-over).
+    public private(set) var openAtHandOver = 0
     /// Answered (or reported overdue) transactions and their first result (empty when overdue).
     var done: [String: [UInt8]] = [:]
+    /// When each answered transaction was sent, and when its first result came (for the breach's words).
+    var times: [String: (sent: Double, answered: Double)] = [:]
+    /// Transactions unanswered at a hand-over: each may be answered a second time, once.
+    var mayRepeat: Set<String> = []
 
     public init() {}
 
+    /// The active instance of a standby group was killed or paused: what is unanswered now may have been
+    /// taken by it, and is then carried out again by the instance that takes over.
+    public mutating func handOver() {
+        mayRepeat.formUnion(open.keys)
+        openAtHandOver = max(openAtHandOver, open.count)
+    }
+
     public mutating func sent(_ transaction: String, topic: String, at: Double) { open[transaction] = Sent(topic: topic, at: at) }
 
-    /// A message on a `…/result` topic; `redeliveryPossible`: a broker restart is under way or just over.
-    public mutating func result(_ payload: [UInt8], redeliveryPossible: Bool = false) -> String? {
+    /// A message on a `…/result` topic seen at `at`; `redeliveryPossible`: a broker restart is under way or
+    /// just over.
+    public mutating func result(_ payload: [UInt8], at: Double = 0, redeliveryPossible: Bool = false) -> String? {
         guard let json = try? JSONValue.parse(payload), case .string(let t)? = json["transaction"] else { return nil }
         if let first = done[t] {
             if redeliveryPossible && first == payload {
                 redelivered += 1
                 return nil
             }
-            return "transaction \(t) answered twice: \(String(decoding: payload, as: UTF8.self))"
+            if mayRepeat.remove(t) != nil {
+                answeredTwice += 1
+                return nil
+            }
+            let when = times[t].map { String(format: " (sent at %.1f s, first answered at %.1f s)", $0.sent, $0.answered) } ?? ""
+            return "transaction \(t) answered twice\(when): \(String(decoding: payload, as: UTF8.self))"
         }
-        guard open.removeValue(forKey: t) != nil else { return nil }   // not one of ours
+        guard let sent = open.removeValue(forKey: t) else { return nil }   // not one of ours
         done[t] = payload
+        times[t] = (sent.at, at)
         answered += 1
         if case .string("ok")? = json["status"] { ok += 1 }
         if case .string(let e)? = json["error"], e.contains("is not running") { return "transaction \(t) refused: \(e)" }
@@ -311,5 +336,141 @@ public struct GroupWatch: Sendable {
             let member = String(part[..<colon.lowerBound])
             return member.contains("/") ? member : nil
         }
+    }
+}
+
+/// Hot standby (design.md §18), as a subscriber sees a group: every takeover is announced on `bridge/event`
+/// (`takeover {from, to, reason, gap_ms}`), and each one the schedule causes (a kill -9 or a pause of the active
+/// instance) comes from that instance, goes to another, and is seen within its bound of the fault; no takeover
+/// happens that nothing caused (the first start, a broker restart's window: every instance lost its
+/// connection and the group picks one again); and no two instances claim `active` at once on
+/// `bridge/instances/<name>` outside a broker restart's window. Times are seconds on the run's clock.
+public struct TakeoverWatch: Sendable {
+    public struct Takeover: Sendable {
+        public var from: String?
+        public var to: String
+        public var at: Double
+        /// `gap_ms` as the event says it.
+        public var gapMs: Double
+        /// Seconds from the fault that caused it to the event (nil: a start or a broker restart's).
+        public var afterFault: Double?
+    }
+    struct Expected {
+        var from: String
+        var what: String
+        var at: Double
+        var within: Double
+    }
+    public private(set) var takeovers: [Takeover] = []
+    var expected: [Expected] = []
+    /// Each instance's last claim (`standby`, `active`, `offline`, `cleared`).
+    public private(set) var claims: [String: String] = [:]
+    /// Two instances claiming `active` at once inside a broker restart's window.
+    public private(set) var overlapsExplained = 0
+    /// The instance last named active (by a takeover event or its claim).
+    public private(set) var active: String?
+
+    public init() {}
+
+    /// The schedule stopped the active instance `from` (`what`: "kill -9", "SIGSTOP") at `at`: a takeover from
+    /// it to another instance is due on `bridge/event` within `within` seconds.
+    public mutating func expect(from: String, what: String, at: Double, within: Double) {
+        expected.append(Expected(from: from, what: what, at: at, within: within))
+    }
+
+    /// A `bridge/event` payload seen at `at`; `explained`: inside a broker restart's window.
+    public mutating func event(_ payload: [UInt8], at: Double, explained: Bool) -> String? {
+        guard let j = try? JSONValue.parse(payload), j["type"] == "takeover", let d = j["data"] else { return nil }
+        guard let to = d["to"]?.stringValue else { return "a takeover event that names no instance: \(String(decoding: payload, as: UTF8.self))" }
+        let from = d["from"]?.stringValue
+        var t = Takeover(from: from, to: to, at: at, gapMs: d["gap_ms"]?.doubleValue ?? -1)
+        active = to
+        if let i = expected.firstIndex(where: { $0.from == from }) {
+            let e = expected.remove(at: i)
+            t.afterFault = at - e.at
+            takeovers.append(t)
+            if to == e.from { return "the takeover after \(e.what) of \(e.from) went back to it" }
+            if at - e.at > e.within {
+                return "the takeover from \(e.from) was announced \(String(format: "%.1f", at - e.at)) s after its \(e.what) (bound \(String(format: "%.1f", e.within)) s)"
+            }
+            return nil
+        }
+        takeovers.append(t)
+        if explained || (takeovers.count == 1 && from == nil) { return nil }
+        return "a takeover nothing caused: \(from ?? "none") → \(to) (\(d["reason"]?.stringValue ?? ""))"
+    }
+
+    /// A `bridge/instances/<name>` payload seen at `at` (empty: the claim was cleared).
+    public mutating func claim(_ name: String, payload: [UInt8], explained: Bool) -> String? {
+        let role = payload.isEmpty ? "cleared" : (try? JSONValue.parse(payload))?["role"]?.stringValue ?? "?"
+        claims[name] = role
+        guard role == "active" else { return nil }
+        active = name
+        let others = claims.filter { $0.key != name && $0.value == "active" }.keys.sorted()
+        guard !others.isEmpty else { return nil }
+        if explained {
+            overlapsExplained += 1
+            return nil
+        }
+        return "\(name) claims active while \(others.joined(separator: ", ")) still does"
+    }
+
+    /// The takeovers due by `now` and not announced: each a breach, once.
+    public mutating func overdue(now: Double) -> [String] {
+        let late = expected.filter { now - $0.at > $0.within }
+        expected.removeAll { now - $0.at > $0.within }
+        return late.map { "no takeover from \($0.from) announced within \(String(format: "%.1f", $0.within)) s of its \($0.what)" }
+    }
+}
+
+/// Hot standby's safety as the upstreams see it: the requests of two instances of a group never interleave.
+/// Each upstream HTTP request names its instance (`X-Switchyard-Instance`, design.md §18); an instance may
+/// send from the moment it is seen active (its takeover event or its `active` claim, less `slack` for the
+/// race between that publication and its first request) until another instance is; a request of one instance
+/// after another's since it was last seen active is a breach, and so is a request that names no instance
+/// (one made outside the upstream lease). The caller dates an activation seen inside a broker restart's
+/// window at the window's start: the subscriber may have been cut off itself when the group picked one.
+/// Requests are judged in time order once every activation before them can have been seen (`judge`).
+public struct UpstreamInstanceWatch: Sendable {
+    public let slack: Double
+    var activations: [String: [Double]] = [:]
+    var pending: [(instance: String?, at: Double, what: String)] = []
+    var last: [String: (at: Double, what: String)] = [:]
+    /// Requests judged, by instance.
+    public private(set) var judged: [String: Int] = [:]
+
+    public init(slack: Double = 1) { self.slack = slack }
+
+    public mutating func activated(_ name: String, at: Double) {
+        if activations[name]?.last.map({ $0 < at }) ?? true { activations[name, default: []].append(at) }
+    }
+
+    /// A request an upstream received at `at`, with the instance it named (nil: none).
+    public mutating func request(instance: String?, at: Double, what: String) { pending.append((instance, at, what)) }
+
+    /// Judges, in time order, the requests made before `horizon`.
+    public mutating func judge(before horizon: Double) -> [String] {
+        let now = pending.filter { $0.at < horizon }.sorted { $0.at < $1.at }
+        pending.removeAll { $0.at < horizon }
+        var out: [String] = []
+        for r in now {
+            let when = String(format: "%.2f s", r.at)
+            guard let x = r.instance else {
+                out.append("an upstream request that names no instance at \(when): \(r.what)")
+                continue
+            }
+            judged[x, default: 0] += 1
+            guard let since = activations[x]?.last(where: { $0 <= r.at + slack }) else {
+                out.append("\(x) sent an upstream request at \(when) before it was ever seen active: \(r.what)")
+                continue
+            }
+            for (y, l) in last where y != x && l.at >= since {
+                out.append("upstream requests of two instances interleave: \(y) at \(String(format: "%.2f s", l.at)) (\(l.what)), "
+                           + "\(x) at \(when) (\(r.what)), \(x) active since \(String(format: "%.2f s", since))")
+                last[y] = nil   // each interleaving once
+            }
+            last[x] = (r.at, r.what)
+        }
+        return out
     }
 }
