@@ -1,10 +1,15 @@
 import SwitchyardCore
 
-/// The console's invariants over a soak run (docs/testing.md "The soak run", 8–10), fed what a probe, a
+/// The console's invariants over a soak run (docs/testing.md "The soak run", 9–11), fed what a probe, a
 /// scraper and an open page see every few seconds; each `see` returns the breaches it found, in words.
+/// Under hot standby one watch follows one instance's process: `/readyz` is ready on the active instance only.
 public struct ConsoleWatch: Sendable {
     public private(set) var ready = 0
     public private(set) var notReadyExplained = 0
+    /// Not ready on an instance standing by, as it should be.
+    public private(set) var notReadyStandby = 0
+    /// Probes a stopped process (killed, paused) did not answer.
+    public private(set) var unreachable = 0
     public private(set) var scrapes = 0
     public private(set) var largestFrame = 0
     var last: [String: Double] = [:]
@@ -15,27 +20,41 @@ public struct ConsoleWatch: Sendable {
     public init() {}
 
     /// `inWindow(key)`: whether a fault of the schedule is on for that key now (`broker`, an adapter's id,
-    /// `reload`).
+    /// `reload`; under hot standby `takeover`, while who is active changes, and `down`, while this process is
+    /// stopped). `standby`: nil without hot standby, else whether this instance is not the active one.
     public mutating func see(readyz: (Int, String)?, metrics: String?, pageEnded: String?, largestFrame frame: Int,
-                             inWindow: (String) -> Bool) -> [String] {
+                             standby: Bool? = nil, inWindow: (String) -> Bool) -> [String] {
         var out: [String] = []
         switch readyz {
         case (200, _)?:
-            ready += 1
+            if standby == true && !inWindow("takeover") {
+                out.append("/readyz ready on an instance that is not the active one")
+            } else {
+                ready += 1
+            }
         case (let status, let body)?:
             let reasons = (try? JSONValue.parse(body))?["reasons"]?.arrayValue?.compactMap(\.stringValue) ?? ["HTTP \(status) \(body)"]
-            let unexplained = reasons.filter { r in
+            // A process the schedule stopped (a pause) comes back without its connection: anything it says
+            // until it has stood by again is its own recovery.
+            let unexplained = inWindow("down") ? [] : reasons.filter { r in
+                if r.hasPrefix("standby:") { return standby != true && !inWindow("takeover") }
                 if r.hasPrefix("broker:") { return !inWindow("broker") }
                 let adapter = String(r.prefix { $0 != ":" })
                 return !(inWindow(adapter) || inWindow("reload"))
             }
-            if unexplained.isEmpty { notReadyExplained += 1 } else {
+            if !unexplained.isEmpty {
                 out.append("/readyz not ready outside the schedule's faults: \(unexplained.joined(separator: "; "))")
+            } else if standby == true && reasons.allSatisfy({ $0.hasPrefix("standby:") }) {
+                notReadyStandby += 1
+            } else {
+                notReadyExplained += 1
             }
         case nil:
-            out.append("/readyz did not answer")
+            if inWindow("down") { unreachable += 1 } else { out.append("/readyz did not answer") }
         }
-        if let metrics {
+        if metrics == nil, inWindow("down") {
+            // Not answered by a stopped process: nothing to compare.
+        } else if let metrics {
             let now = PrometheusText.samples(metrics)
             if now["switchyard_mqtt_connected"] == nil { out.append("/metrics has no switchyard_mqtt_connected") }
             out += PrometheusText.wentBackwards(last, now).map { "/metrics: \($0)" }
@@ -44,7 +63,8 @@ public struct ConsoleWatch: Sendable {
         } else {
             out.append("/metrics did not answer")
         }
-        if let pageEnded, !pageGone {
+        // A page of a process the schedule stopped may end (and is opened again); any other, once.
+        if let pageEnded, !pageGone, !inWindow("down") {
             pageGone = true
             out.append("the console's open page was disconnected: \(pageEnded)")
         }

@@ -350,4 +350,28 @@ import SwitchyardWebTesting
         #expect(w.see(readyz: (200, ""), metrics: m2, pageEnded: "closed", largestFrame: 10, inWindow: { _ in false }).isEmpty)
         #expect(w.see(readyz: nil, metrics: nil, pageEnded: nil, largestFrame: 10, inWindow: { _ in false }).count == 2)
     }
+
+    /// Under hot standby: ready on the active instance only, outside a takeover; silence only from a process
+    /// the schedule stopped.
+    @Test func underHotStandbyOnlyTheActiveInstanceIsReady() {
+        var w = ConsoleWatch()
+        let m = "switchyard_mqtt_connected 1\n"
+        let standing = (503, #"{"ready":false,"reasons":["standby: not the active instance (active: east)"]}"#)
+        let none = { (_: String) in false }
+        #expect(w.see(readyz: standing, metrics: m, pageEnded: nil, largestFrame: 10, standby: true, inWindow: none).isEmpty)
+        #expect(w.notReadyStandby == 1)
+        // Ready while another is active: a breach, unless who is active is changing.
+        #expect(w.see(readyz: (200, ""), metrics: m, pageEnded: nil, largestFrame: 10, standby: true, inWindow: none).count == 1)
+        #expect(w.see(readyz: (200, ""), metrics: m, pageEnded: nil, largestFrame: 10, standby: true, inWindow: { $0 == "takeover" }).isEmpty)
+        // The active instance saying it stands by: the same.
+        #expect(w.see(readyz: standing, metrics: m, pageEnded: nil, largestFrame: 10, standby: false, inWindow: none).count == 1)
+        #expect(w.see(readyz: standing, metrics: m, pageEnded: nil, largestFrame: 10, standby: false, inWindow: { $0 == "takeover" }).isEmpty)
+        // Stopped (killed, paused): no answer and the page gone are its own; otherwise breaches.
+        #expect(w.see(readyz: nil, metrics: nil, pageEnded: "closed", largestFrame: 10, standby: false, inWindow: { $0 == "down" }).isEmpty)
+        #expect(w.unreachable == 1)
+        let resumed = (503, #"{"ready":false,"reasons":["broker: not connected","lifx: starting"]}"#)
+        #expect(w.see(readyz: resumed, metrics: m, pageEnded: nil, largestFrame: 10, standby: false, inWindow: { $0 == "down" }).isEmpty)
+        #expect(w.see(readyz: resumed, metrics: m, pageEnded: nil, largestFrame: 10, standby: false, inWindow: none).count == 1)
+        #expect(w.see(readyz: nil, metrics: nil, pageEnded: nil, largestFrame: 10, standby: false, inWindow: none).count == 2)
+    }
 }
