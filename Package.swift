@@ -158,6 +158,7 @@ let package = Package(
         // upstream outages, with a checker holding the invariants (docs/testing.md).
         .target(name: "SwitchyardSoak", dependencies: [
             "SwitchyardDemo", "SwitchyardTestSupport", "SwitchyardCore", "LivecodingAdapter", "LIFXSimulators", "SwitchyardWebTesting",
+            "SimulatorSupport", "ImpSimulators", "LivecodingSimulators",
             .product(name: "HTTPTypes", package: "swift-http-types"),
         ], path: "Tests/SwitchyardSoak", swiftSettings: strict),
 

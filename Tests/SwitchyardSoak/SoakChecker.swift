@@ -6,6 +6,8 @@ import SwitchyardWebTesting
 /// What the soak's subscriber to `#` sees, judged as it arrives (the invariants of docs/testing.md).
 actor SoakChecker {
     let base: String
+    /// The base topic of the bridge that serves the Nova flashes beside the standby group.
+    let novaBase: String
     let started: Date
     let say: @Sendable (String) -> Void
     var breaches: [SoakReport.Breach] = []
@@ -15,14 +17,22 @@ actor SoakChecker {
     /// A fault's window per key (an adapter id, or "broker"): errors about that key inside it were provoked.
     var windows: [String: [(from: Double, until: Double?)]] = [:]
     var brokerDown = false
+    /// When the broker was started again after each restart.
+    var brokerUp: [Double] = []
     /// Devices (`adapter/name`) whose removal the schedule caused.
     var removable: Set<String> = []
     var availability: [String: String] = [:]
     var states: Set<String> = []
     var later: [(rel: String, payload: String, by: Double, because: String)] = []
-    var samples: [(t: Double, threads: Double, fds: Double, rss: Double)] = []
+    /// Resource samples by process (`east#2`: the instance's second process; `nova`), each with the role its
+    /// instance had and the number of that process's phase (a change of role starts a new one).
+    var samples: [String: [(t: Double, role: String, phase: Int, threads: Double, fds: Double, rss: Double)]] = [:]
     var counts = (messages: 0, errorsProvoked: 0, removals: 0, lostWithBroker: 0, resultsError: 0, partial: 0)
-    var console = ConsoleWatch()
+    /// The console of each instance's process (`east#2`), judged apart: a process started again is a new one.
+    var consoles: [String: ConsoleWatch] = [:]
+    /// Hot standby: takeovers and claims (`TakeoverWatch`), the upstreams' requests by instance.
+    var takeovers = TakeoverWatch()
+    var upstream = UpstreamInstanceWatch()
     var management = ManagementWatch()
     /// `label` of each device's details (`bridge/devices/<adapter>/<name>`), by `adapter/name`.
     var labels: [String: String] = [:]
@@ -34,8 +44,9 @@ actor SoakChecker {
     /// The demo's groups and scene: their states against their members', their results' failed members.
     var groups = GroupWatch(groups: SoakRun.groups)
 
-    init(base: String, started: Date, say: @escaping @Sendable (String) -> Void) {
+    init(base: String, novaBase: String, started: Date, say: @escaping @Sendable (String) -> Void) {
         self.base = base
+        self.novaBase = novaBase
         self.started = started
         self.say = say
     }
@@ -56,12 +67,20 @@ actor SoakChecker {
         counts.messages += 1
         let payload = Array(m.payload.utf8)
         if let b = discovery.see(topic: m.topic, payload: payload, retain: m.retain) { breach(b) }
-        guard m.topic.hasPrefix(base + "/") else { return }
-        let rel = String(m.topic.dropFirst(base.count + 1))
+        let rel: String
+        if m.topic.hasPrefix(base + "/") {
+            rel = String(m.topic.dropFirst(base.count + 1))
+            if rel.hasPrefix("bridge/instances/") { return instance(rel, m) }
+            if rel == "bridge/event" { takeoverEvent(m) }
+        } else if m.topic.hasPrefix(novaBase + "/") {
+            rel = String(m.topic.dropFirst(novaBase.count + 1))
+        } else {
+            return
+        }
         // Not judged around a broker restart: the retained topics come back in the order the broker gives them.
         if let b = groups.see(rel: rel, payload: payload, at: now), !inBrokerWindow(now) { breach(b) }
         if rel.hasSuffix("/result") {
-            if let b = ledger.result(payload, redeliveryPossible: inBrokerWindow(now)) { breach(b) }
+            if let b = ledger.result(payload, at: now, redeliveryPossible: inBrokerWindow(now)) { breach(b) }
             if m.payload.contains(#""status":"error""#) { counts.resultsError += 1 }
             let (failed, b) = groups.failed(group: String(rel.dropLast("/result".count)), result: payload)
             if let b { breach(b) }
@@ -116,8 +135,8 @@ actor SoakChecker {
             return breach("unprovoked error on bridge/log: \(message)")
         }
         var keys = ["broker"]
-        if case .string(let topic)? = j["topic"], topic.hasPrefix(base + "/") {
-            keys.append(String(topic.dropFirst(base.count + 1).prefix { $0 != "/" }))
+        if case .string(let topic)? = j["topic"], let b = [base, novaBase].first(where: { topic.hasPrefix($0 + "/") }) {
+            keys.append(String(topic.dropFirst(b.count + 1).prefix { $0 != "/" }))
         }
         if let colon = message.firstIndex(of: ":") { keys.append(String(message[..<colon])) }
         let t = now
@@ -165,6 +184,7 @@ actor SoakChecker {
     func brokerRestarted() {
         discovery = DiscoveryReadWatch()
         groups.forgetPending()
+        brokerUp.append(now)
     }
 
     func expectRemoval(of device: String, allowed: Bool) {
@@ -178,6 +198,9 @@ actor SoakChecker {
     func expectAvailabilityLater(_ rel: String, _ payload: String, within: Double, because: String) {
         later.append((rel, payload, now + within, because))
     }
+
+    /// The latest time an availability expectation is due by (the run's end waits for it).
+    var lastExpectationDue: Double? { later.map(\.by).max() }
 
     /// Expectations whose time has come: met by then, or breached.
     func checkAvailabilityExpectations(final: Bool = false) {
@@ -197,6 +220,12 @@ actor SoakChecker {
 
     var openCommands: Int { ledger.open.count }
 
+    /// Whether a fault of the schedule is on for `key` now (its window, grace included).
+    func inWindow(_ key: String) -> Bool {
+        let t = now
+        return (windows[key] ?? []).contains { t >= $0.from && t <= ($0.until ?? .infinity) }
+    }
+
     /// Whether `t` is inside a broker restart's window (the restart and its grace after).
     func inBrokerWindow(_ t: Double) -> Bool {
         (windows["broker"] ?? []).contains { t >= $0.from && t <= ($0.until ?? .infinity) }
@@ -215,43 +244,160 @@ actor SoakChecker {
         }
     }
 
-    /// The console's invariants (docs/testing.md 9–11): not ready only for a reason the schedule gives (the
-    /// broker in its window; an adapter in its fault window or a reload's), `/metrics` readable and no counter
-    /// going backwards, the page's WebSocket open all along and its frames bounded.
-    func console(readyz: (Int, String)?, metrics: String?, pageEnded: String?, largestFrame: Int) {
+    /// The console's invariants (docs/testing.md 9–11) for one instance's process (`process`: `east#2`): not
+    /// ready only for a reason the schedule gives (the broker in its window; an adapter in its fault window
+    /// or a reload's; on the instance the group does not have active, standing by), `/metrics` readable and no
+    /// counter going backwards, the page's WebSocket open all along and its frames bounded; a process the
+    /// schedule stopped (killed, paused, being started again) may not answer, and its page may end.
+    func console(instance name: String, process: String, readyz: (Int, String)?, metrics: String?, pageEnded: String?, largestFrame: Int) {
         let t = now
-        let inWindow = { (key: String) in (self.windows[key] ?? []).contains { t >= $0.from && t <= ($0.until ?? .infinity) } }
-        for b in console.see(readyz: readyz, metrics: metrics, pageEnded: pageEnded, largestFrame: largestFrame, inWindow: inWindow) { breach(b) }
+        let within = { (key: String) in (self.windows[key] ?? []).contains { t >= $0.from && t <= ($0.until ?? .infinity) } }
+        let inWindow = { (key: String) -> Bool in
+            switch key {
+            case "down": within("down:" + name)
+            // Who is active changes with a takeover the schedule caused, and when a broker restart has the
+            // group pick one again.
+            case "takeover": within("takeover") || within("broker")
+            default: within(key)
+            }
+        }
+        var watch = consoles[process] ?? ConsoleWatch()
+        for b in watch.see(readyz: readyz, metrics: metrics, pageEnded: pageEnded, largestFrame: largestFrame,
+                           standby: takeovers.active != name, inWindow: inWindow) {
+            breach("\(process): \(b)")
+        }
+        consoles[process] = watch
     }
 
-    func sample(threads: Double, fds: Double, rssMB: Double) { samples.append((now, threads, fds, rssMB)) }
+    /// A process's threads, open files and resident memory; `process` `east#2` is sampled with its instance's
+    /// role now (judged per role: a standby runs no adapter).
+    func sample(process: String, instance: String?, threads: Double, fds: Double, rssMB: Double) {
+        let role = instance.map { takeovers.claims[$0] ?? "unknown" } ?? "bridge"
+        let last = samples[process]?.last
+        let phase = (last?.phase ?? 0) + (last.map { $0.role == role ? 0 : 1 } ?? 0)
+        samples[process, default: []].append((now, role, phase, threads, fds, rssMB))
+    }
+
+    /// Every resource sample, one line each (`t,process,role,phase,threads,fds,rss_mb`), for the run's files.
+    func samplesCSV() -> String {
+        var out = "t,process,role,phase,threads,fds,rss_mb\n"
+        for (process, all) in samples.sorted(by: { $0.key < $1.key }) {
+            for x in all {
+                out += String(format: "%.1f,", x.t) + "\(process),\(x.role),\(x.phase)," + String(format: "%.0f,%.0f,%.2f\n", x.threads, x.fds, x.rss)
+            }
+        }
+        return out
+    }
+
+    // MARK: hot standby
+
+    /// A run-clock time of something the probe read (when it read it, not when the checker got to it).
+    func runTime(_ d: Date) -> Double { d.timeIntervalSince(started) }
+
+    /// When an instance became active, as far as the upstream watch is concerned: when it was seen, or, inside
+    /// a broker restart's window once the broker is back (the subscriber may have been cut off itself when
+    /// it happened, and saw the claim late), when the broker came back: no instance can take the client id
+    /// before, and the one active before lost its connection when the broker stopped.
+    func activation(seen t: Double) -> Double {
+        guard let w = (windows["broker"] ?? []).last(where: { t >= $0.from && t <= ($0.until ?? .infinity) }),
+              let up = brokerUp.last(where: { $0 >= w.from && $0 <= t }) else { return t }
+        return up
+    }
+
+    func instance(_ rel: String, _ m: MQTTProbe.Message) {
+        let name = String(rel.dropFirst("bridge/instances/".count))
+        guard name != "_ping" else { return }
+        let t = runTime(m.at)
+        if let b = takeovers.claim(name, payload: Array(m.payload.utf8), explained: inBrokerWindow(t)) { breach(b) }
+        if takeovers.claims[name] == "active" { upstream.activated(name, at: activation(seen: t)) }
+    }
+
+    func takeoverEvent(_ m: MQTTProbe.Message) {
+        let t = runTime(m.at)
+        let count = takeovers.takeovers.count
+        if let b = takeovers.event(Array(m.payload.utf8), at: t, explained: inBrokerWindow(t)) { breach(b) }
+        guard takeovers.takeovers.count > count, let last = takeovers.takeovers.last else { return }
+        upstream.activated(last.to, at: activation(seen: t))
+        event("takeover \(last.from ?? "none") → \(last.to), gap_ms \(Int(last.gapMs))"
+              + (last.afterFault.map { String(format: ", %.1f s after the fault", $0) } ?? ""))
+    }
+
+    var activeInstance: String? { takeovers.active }
+    func claim(_ name: String) -> String? { takeovers.claims[name] }
+    func takeoversSeen(from name: String, after t: Double) -> Bool { takeovers.takeovers.contains { $0.from == name && $0.at > t } }
+
+    /// The schedule stops the active instance `name` (`what`: "kill -9", "SIGSTOP"): a takeover from it is due
+    /// within `within` s; what is unanswered may be answered twice; it may not answer its console meanwhile.
+    @discardableResult
+    func handOverBegins(_ name: String, what: String, within: Double) -> Double {
+        let t = now
+        ledger.handOver()
+        takeovers.expect(from: name, what: what, at: t, within: within)
+        faultBegins("takeover", "\(what) of \(name), the active instance")
+        faultBegins("down:" + name, "")
+        return t
+    }
+
+    func handOverEnds(_ name: String, grace: Double) {
+        faultEnds("takeover", grace: grace)
+        faultEnds("down:" + name, grace: 10)
+    }
+
+    /// Requests the upstream simulators received (`at` on the run's clock), judged once every activation
+    /// before them can have been seen (`before`).
+    func requests(_ rs: [(instance: String?, at: Double, what: String)], judgeBefore horizon: Double) {
+        for r in rs { upstream.request(instance: r.instance, at: r.at, what: r.what) }
+        for b in upstream.judge(before: horizon) { breach(b) }
+        for b in takeovers.overdue(now: now) { breach(b) }
+    }
 
     /// The breaches, the resource slopes over the run's second half (a breach past the tolerance), and
     /// the figures.
     func report() -> SoakReport {
         var r = SoakReport()
-        if let last = samples.last?.t {
-            let half = samples.filter { $0.t >= last / 2 }
-            let span = max(1, (half.last?.t ?? 0) - (half.first?.t ?? 0))
-            let checks: [(String, KeyPath<(t: Double, threads: Double, fds: Double, rss: Double), Double>, Double, String)] = [
-                ("threads", \.threads, 3, ""), ("open files", \.fds, 4, ""), ("VmRSS", \.rss, 4, "MB"),
-            ]
-            for (name, key, tolerance, unit) in checks {
-                let s = slope(half.map { (x: $0.t, y: $0[keyPath: key]) })
-                let growth = s * span
-                r.figures.append(.init(name: "\(name): first / last sample", value: samples.first![keyPath: key], unit: unit))
-                r.figures.append(.init(name: "\(name): last sample", value: samples.last![keyPath: key], unit: unit))
-                r.figures.append(.init(name: "\(name): growth over the second half (slope × \(Int(span)) s)", value: growth, unit: unit))
-                // Under AddressSanitizer freed memory waits in its quarantine (256 MB), so resident memory
-                // grows by design: reported, not judged.
-                let judged = !(name == "VmRSS" && ProcessInfo.processInfo.environment["ASAN_OPTIONS"] != nil)
-                if judged, growth > tolerance {
-                    breaches.append(.init(at: last, what: "\(name) grew by \(String(format: "%.2f", growth)) \(unit) over the second half (tolerance \(tolerance))"))
+        // Rule 8 under hot standby. Threads and open files of each process, per role across its phases: each
+        // active phase starts the adapters and its connection and must give them all back when it ends, so a
+        // standby after one holds what a standby held before. Resident memory per phase: the heap an active
+        // phase grew is not all returned to the system, so a standby after one is larger without a leak.
+        // A series is judged over the run's second half when it covers a quarter of the run there.
+        let end = samples.values.compactMap { $0.last?.t }.max() ?? 0
+        typealias Sample = (t: Double, role: String, phase: Int, threads: Double, fds: Double, rss: Double)
+        var series: [(name: String, samples: [Sample], keys: [(String, KeyPath<Sample, Double>, Double, String)])] = []
+        let held: [(String, KeyPath<Sample, Double>, Double, String)] = [("threads", \.threads, 3, ""), ("open files", \.fds, 4, "")]
+        let memory: [(String, KeyPath<Sample, Double>, Double, String)] = [("VmRSS", \.rss, 4, "MB")]
+        for (process, all) in samples.sorted(by: { $0.key < $1.key }) {
+            for role in ["bridge", "active", "standby"] {
+                let mine = all.filter { $0.role == role }
+                guard !mine.isEmpty else { continue }
+                series.append(("\(process) \(role)", mine, held))
+                for phase in Set(mine.map(\.phase)).sorted() {
+                    let n = mine.filter { $0.phase == phase }
+                    series.append(("\(process) \(role) phase \(phase)", n, memory))
                 }
             }
         }
+        var judgedSeries = 0
+        for (name, all, keys) in series {
+            let half = all.filter { $0.t >= end / 2 }
+            guard half.count >= 10, let first = half.first, let last = half.last, last.t - first.t >= end / 4 else { continue }
+            judgedSeries += 1
+            let span = max(1, last.t - first.t)
+            for (what, key, tolerance, unit) in keys {
+                let growth = slope(half.map { (x: $0.t, y: $0[keyPath: key]) }) * span
+                r.figures.append(.init(name: "\(name): \(what) first / last sample", value: all.first![keyPath: key], unit: unit))
+                r.figures.append(.init(name: "\(name): \(what) last sample", value: all.last![keyPath: key], unit: unit))
+                r.figures.append(.init(name: "\(name): \(what) growth over the second half (slope × \(Int(span)) s)", value: growth, unit: unit))
+                // Under AddressSanitizer freed memory waits in its quarantine (256 MB), so resident memory
+                // grows by design: reported, not judged.
+                let judged = !(what == "VmRSS" && ProcessInfo.processInfo.environment["ASAN_OPTIONS"] != nil)
+                if judged, growth > tolerance {
+                    breaches.append(.init(at: last.t, what: "\(name): \(what) grew by \(String(format: "%.2f", growth)) \(unit) over the second half (tolerance \(tolerance))"))
+                }
+            }
+        }
+        r.figures.append(.init(name: "resource series judged (process, role; memory per phase)", value: Double(judgedSeries), unit: ""))
         r.breaches = breaches
-        r.figures += [
+        let traffic: [SoakReport.Figure] = [
             .init(name: "messages seen by the checker", value: Double(counts.messages), unit: ""),
             .init(name: "commands answered (exactly once each)", value: Double(ledger.answered), unit: ""),
             .init(name: "  of which ok", value: Double(ledger.ok), unit: ""),
@@ -263,11 +409,35 @@ actor SoakChecker {
             .init(name: "  of which agreed only after a member's newer state", value: Double(groups.converged), unit: ""),
             .init(name: "devices removed (all by a reload that dropped them)", value: Double(counts.removals), unit: ""),
             .init(name: "LIFX outcomes not taken, highest in bridge/health", value: Double(outcomes.highest), unit: ""),
-            .init(name: "console: /readyz ready / not ready (explained) samples", value: Double(console.ready), unit: ""),
-            .init(name: "console: /readyz not ready, explained by the schedule", value: Double(console.notReadyExplained), unit: ""),
-            .init(name: "console: /metrics scrapes compared", value: Double(console.scrapes), unit: ""),
-            .init(name: "console: the page's largest frame", value: Double(console.largestFrame), unit: "bytes"),
         ]
+        r.figures += traffic
+        let watches = Array(consoles.values)
+        func total(_ key: KeyPath<ConsoleWatch, Int>) -> Double { Double(watches.map { $0[keyPath: key] }.reduce(0, +)) }
+        let console: [SoakReport.Figure] = [
+            .init(name: "console: /readyz ready samples", value: total(\.ready), unit: ""),
+            .init(name: "console: /readyz not ready, standing by", value: total(\.notReadyStandby), unit: ""),
+            .init(name: "console: /readyz not ready, explained by the schedule", value: total(\.notReadyExplained), unit: ""),
+            .init(name: "console: no answer from a stopped instance", value: total(\.unreachable), unit: ""),
+            .init(name: "console: /metrics scrapes compared", value: total(\.scrapes), unit: ""),
+            .init(name: "console: the pages' largest frame", value: Double(watches.map(\.largestFrame).max() ?? 0), unit: "bytes"),
+        ]
+        r.figures += console
+        let caused = takeovers.takeovers.compactMap(\.afterFault).sorted()
+        let gaps = takeovers.takeovers.filter { $0.afterFault != nil }.map(\.gapMs).sorted()
+        let standby: [SoakReport.Figure] = [
+            .init(name: "takeovers seen (the start and broker restarts included)", value: Double(takeovers.takeovers.count), unit: ""),
+            .init(name: "takeovers after a kill -9 or a pause of the active instance", value: Double(caused.count), unit: ""),
+            .init(name: "  fault to takeover event, median", value: caused.isEmpty ? 0 : caused[caused.count / 2], unit: "s"),
+            .init(name: "  fault to takeover event, worst", value: caused.last ?? 0, unit: "s"),
+            .init(name: "  gap_ms the events reported, worst", value: gaps.last ?? 0, unit: "ms"),
+            .init(name: "two instances claiming active in a broker restart's window", value: Double(takeovers.overlapsExplained), unit: ""),
+            .init(name: "commands unanswered at a hand-over, most at one", value: Double(ledger.openAtHandOver), unit: ""),
+            .init(name: "commands answered twice (unanswered at a hand-over)", value: Double(ledger.answeredTwice), unit: ""),
+        ]
+        r.figures += standby
+        for (name, n) in upstream.judged.sorted(by: { $0.key < $1.key }) {
+            r.figures.append(.init(name: "upstream HTTP requests judged from \(name)", value: Double(n), unit: ""))
+        }
         return r
     }
 }
