@@ -291,13 +291,16 @@ import SwitchyardTestSupport
         func result(_ t: String, _ status: String = "ok") -> [UInt8] { Array(#"{"status":"\#(status)","transaction":"\#(t)"}"#.utf8) }
         l.sent("a", topic: "b/x/set", at: 0)
         l.sent("b", topic: "b/x/set", at: 0)
-        #expect(l.result(result("a")) == nil)
-        l.handOver()                                        // b is open: the stopped instance may have taken it
-        #expect(l.openAtHandOver == 1)
-        #expect(l.result(result("b")) == nil)
-        #expect(l.result(result("b", "error")) == nil)      // the new instance carried it out again
-        #expect(l.result(result("b")) != nil)               // a third: a breach
-        #expect(l.result(result("a")) != nil)               // a was answered before the hand-over
-        #expect(l.answered == 2 && l.answeredTwice == 1)
+        l.sent("c", topic: "b/x/set", at: 0)
+        #expect(l.result(result("a"), at: 1) == nil)
+        l.handOver(until: 20)                                       // b and c are open: the stopped instance may have taken them
+        #expect(l.openAtHandOver == 2)
+        #expect(l.result(result("b"), at: 3) == nil)
+        #expect(l.result(result("b", "error"), at: 4) == nil)      // the new instance carried it out again
+        #expect(l.result(result("b"), at: 5) != nil)               // a third: a breach
+        #expect(l.result(result("a"), at: 6) != nil)               // a was answered before the hand-over
+        #expect(l.result(result("c"), at: 7) == nil)
+        #expect(l.result(result("c"), at: 21) != nil)              // again, long after the takeover: a breach
+        #expect(l.answered == 3 && l.answeredTwice == 1)
     }
 }

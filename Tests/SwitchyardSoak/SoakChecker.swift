@@ -294,14 +294,12 @@ actor SoakChecker {
     /// A run-clock time of something the probe read (when it read it, not when the checker got to it).
     func runTime(_ d: Date) -> Double { d.timeIntervalSince(started) }
 
-    /// When an instance became active, as far as the upstream watch is concerned: when it was seen, or, inside
-    /// a broker restart's window once the broker is back (the subscriber may have been cut off itself when
-    /// it happened, and saw the claim late), when the broker came back: no instance can take the client id
+    /// When an instance became active, as far as the upstream watch is concerned: when it was seen, or, when
+    /// seen within 10 s of the broker's start after a restart (the subscriber was cut off itself and may
+    /// see the claim late, once it is back), when the broker came back: no instance can take the client id
     /// before, and the one active before lost its connection when the broker stopped.
     func activation(seen t: Double) -> Double {
-        guard let w = (windows["broker"] ?? []).last(where: { t >= $0.from && t <= ($0.until ?? .infinity) }),
-              let up = brokerUp.last(where: { $0 >= w.from && $0 <= t }) else { return t }
-        return up
+        brokerUp.last { $0 <= t && t - $0 <= 10 } ?? t
     }
 
     func instance(_ rel: String, _ m: MQTTProbe.Message) {
@@ -323,6 +321,7 @@ actor SoakChecker {
     }
 
     var activeInstance: String? { takeovers.active }
+    var secondsSinceLastTakeover: Double { takeovers.takeovers.last.map { now - $0.at } ?? .infinity }
     func claim(_ name: String) -> String? { takeovers.claims[name] }
     func takeoversSeen(from name: String, after t: Double) -> Bool { takeovers.takeovers.contains { $0.from == name && $0.at > t } }
 
@@ -331,7 +330,8 @@ actor SoakChecker {
     @discardableResult
     func handOverBegins(_ name: String, what: String, within: Double) -> Double {
         let t = now
-        ledger.handOver()
+        // The new instance carries out again what the stopped one had taken by the time it has settled.
+        ledger.handOver(until: t + within + SoakRun.settle)
         takeovers.expect(from: name, what: what, at: t, within: within)
         faultBegins("takeover", "\(what) of \(name), the active instance")
         faultBegins("down:" + name, "")

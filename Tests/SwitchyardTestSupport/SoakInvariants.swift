@@ -60,8 +60,8 @@ public struct DiscoveryReadWatch: Sendable {
 /// acknowledge before it stopped is sent again after the reconnect (docs/topics.md "Outbox"). A second
 /// result identical to the first, while a broker restart makes that possible, is counted (`redelivered`);
 /// so is one second result, whatever it says, of a command that was still unanswered when the schedule
-/// killed or paused the active instance of a standby group (`handOver`): the instance that takes over
-/// carries out again what the stopped one had taken and not answered (design.md §18 "What is
+/// killed or paused the active instance of a standby group (`handOver`), until the instance that takes over
+/// has had time to carry out again what the stopped one had taken and not answered (design.md §18 "What is
 /// at-least-once"), counted as `answeredTwice`. Any other second result, and any third, is a breach.
 public struct TransactionLedger: Sendable {
     public struct Sent: Sendable {
@@ -81,15 +81,16 @@ public struct TransactionLedger: Sendable {
     var done: [String: [UInt8]] = [:]
     /// When each answered transaction was sent, and when its first result came (for the breach's words).
     var times: [String: (sent: Double, answered: Double)] = [:]
-    /// Transactions unanswered at a hand-over: each may be answered a second time, once.
-    var mayRepeat: Set<String> = []
+    /// Transactions unanswered at a hand-over: each may be answered a second time, once, until its time.
+    var mayRepeat: [String: Double] = [:]
 
     public init() {}
 
     /// The active instance of a standby group was killed or paused: what is unanswered now may have been
-    /// taken by it, and is then carried out again by the instance that takes over.
-    public mutating func handOver() {
-        mayRepeat.formUnion(open.keys)
+    /// taken by it, and is then carried out again by the instance that takes over, by `until` (seconds on
+    /// the run's clock, as `result`'s `at`).
+    public mutating func handOver(until: Double) {
+        for t in open.keys { mayRepeat[t] = until }
         openAtHandOver = max(openAtHandOver, open.count)
     }
 
@@ -104,7 +105,7 @@ public struct TransactionLedger: Sendable {
                 redelivered += 1
                 return nil
             }
-            if mayRepeat.remove(t) != nil {
+            if let until = mayRepeat.removeValue(forKey: t), at <= until {
                 answeredTwice += 1
                 return nil
             }
