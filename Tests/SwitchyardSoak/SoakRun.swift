@@ -21,6 +21,8 @@ public struct SoakOptions: Sendable {
     public var outageLength: Double
     /// The LAN lights leave (the LAN peer stops) for `offline_after` + 10 s, then come back.
     public var lanLeaveEvery: Double
+    /// When the first departure is due (nil: after `lanLeaveEvery`).
+    public var lanLeaveFirst: Double?
     public var lanOfflineAfter: Int
     /// Management requests (docs/topics.md "Management"): a sensor renamed and back, a light's label set and
     /// removed, each checked on the broker, nothing else disturbed.
@@ -28,6 +30,8 @@ public struct SoakOptions: Sendable {
     /// The active instance of the standby group stopped: `kill -9` (then started again, to stand by) and a
     /// pause (SIGSTOP past the broker's keepalive grace, then SIGCONT) in turn.
     public var takeoverEvery: Double = 120
+    /// When the first stop is due (nil: after `takeoverEvery`).
+    public var takeoverFirst: Double?
     public var sampleEvery = 2.0
     /// A command unanswered this long is a breach.
     public var answerWithin = 60.0
@@ -51,7 +55,7 @@ public struct SoakOptions: Sendable {
     /// pause of the active instance once: kill -9, pause, kill -9).
     public static func short(minutes: Double = 3) -> SoakOptions {
         SoakOptions(minutes: minutes, reloadEvery: 15, brokerRestartEvery: 55, outageEvery: 20, outageLength: 5, lanLeaveEvery: 75,
-                    lanOfflineAfter: 8, manageEvery: 40, takeoverEvery: 45)
+                    lanLeaveFirst: 40, lanOfflineAfter: 8, manageEvery: 40, takeoverEvery: 45, takeoverFirst: 30)
     }
 }
 
@@ -85,6 +89,9 @@ public enum SoakRun {
     static let keepalive = 5
     /// `standby.takeover_delay` (s); each instance adds up to half of it again.
     static let takeoverDelay = 1.0
+    /// How long after a takeover the schedule lets the new active instance be (the engine's settle time:
+    /// groups wait for every adapter's listing that long at most).
+    static let settle = 15.0
 
     public static func run(_ o: SoakOptions) async throws -> SoakReport {
         guard let sim = TestEnvironment.simulatorBinary() else { throw TestError("switchyard-sim is not built next to this program") }
@@ -164,8 +171,8 @@ public enum SoakRun {
         // Each page opens once per process; the first states on MQTT do not say a console is listening yet.
         for i in group { try await PageClient.waitForListener(port: i.webPort) }
         let consoles = group.map { i in Task { await Self.console(i, token: webToken, checker: checker, until: end) } }
-        var next = (reload: o.reloadEvery, broker: o.brokerRestartEvery, outage: o.outageEvery, lan: o.lanLeaveEvery, manage: o.manageEvery,
-                    takeover: o.takeoverEvery)
+        var next = (reload: o.reloadEvery, broker: o.brokerRestartEvery, outage: o.outageEvery, lan: o.lanLeaveFirst ?? o.lanLeaveEvery, manage: o.manageEvery,
+                    takeover: o.takeoverFirst ?? o.takeoverEvery)
         var counts = (reload: 0, broker: 0, outage: 0, lan: 0, manage: 0, kill: 0, pause: 0)
         let t0 = Date()
         func now() -> Double { Date().timeIntervalSince(t0) }
@@ -183,11 +190,11 @@ public enum SoakRun {
                 looked = t
                 await lookAtRequests()
             }
-            // A takeover is a fault of the whole bridge, like a broker restart (after which the group picks an
-            // active instance again): neither begins while the other's window is open (the new active instance
-            // lists its devices meanwhile), nor does a LAN departure (it would never see the lights that left).
-            let handingOver = await checker.inWindow("takeover")
-            let brokerWindow = await checker.inWindow("broker")
+            // A stop of the active instance and a broker restart (after which the group picks an active
+            // instance again) are faults of the whole bridge: neither begins, nor does a LAN departure, until
+            // the last takeover is `settle` seconds old (the new active instance lists its devices meanwhile,
+            // and would never see LAN lights that left before it looked).
+            let settling = await checker.secondsSinceLastTakeover < Self.settle
             if t >= next.reload {
                 next.reload += o.reloadEvery
                 counts.reload += 1
@@ -210,7 +217,7 @@ public enum SoakRun {
                 novaBridge.signal(SIGHUP)
                 await checker.faultEnds("nova", grace: 15)
                 await checker.faultEnds("reload", grace: 20)
-            } else if t >= next.broker && !handingOver {
+            } else if t >= next.broker && !settling {
                 next.broker += o.brokerRestartEvery
                 counts.broker += 1
                 let hard = counts.broker % 2 == 0
@@ -243,7 +250,7 @@ public enum SoakRun {
                 // An adapter retries on its own back-off (up to a poll interval and more): its errors are
                 // the outage's until it has had time to recover.
                 await checker.faultEnds(which, grace: 45)
-            } else if t >= next.takeover && !brokerWindow {
+            } else if t >= next.takeover && !settling {
                 next.takeover += o.takeoverEvery
                 let pause = (counts.kill + counts.pause) % 2 == 1
                 if pause { counts.pause += 1 } else { counts.kill += 1 }
@@ -281,7 +288,7 @@ public enum SoakRun {
                 counts.manage += 1
                 await checker.event("management \(counts.manage): virtual/outside renamed and back, virtual/kitchen's label set and removed")
                 await Self.manage(probe: probe, base: base, checker: checker, round: counts.manage)
-            } else if t >= next.lan && !handingOver && !brokerWindow {
+            } else if t >= next.lan && !settling {
                 next.lan += o.lanLeaveEvery
                 counts.lan += 1
                 let away = Double(o.lanOfflineAfter) + 10
