@@ -179,9 +179,10 @@ bench: release
 	swift build -c release --product switchyard-bench
 	SWITCHYARD_BIN=.build/static/release/switchyard .build/release/switchyard-bench $(BENCH_ARGS)
 
-## The soak run (docs/testing.md): the demo's home for SOAK_MINUTES (default 60) under commands, reloads,
-## broker restarts, upstream outages and LAN departures; every breach of an invariant is printed with its
-## time, and the run exits non-zero if there was one. `make test` runs a three-minute version.
+## The soak run (docs/testing.md): the demo's home, served by a hot-standby pair, for SOAK_MINUTES (default 60)
+## under commands, reloads, broker restarts, upstream outages, LAN departures and stops of the active
+## instance; every breach of an invariant is printed with its time, and the run exits non-zero if there
+## was one. `make test` runs a three-minute version.
 SOAK_MINUTES ?= 60
 soak: deps
 	swift build --product switchyard-sim
