@@ -305,7 +305,10 @@ public struct GroupWatch: Sendable {
         let levels = use.compactMap(\.brightness)
         if let b = state["brightness"]?.doubleValue, !levels.isEmpty {
             let mean = (levels.reduce(0, +) / Double(levels.count)).rounded()
-            if b != mean { return "\(rel) has brightness \(JSONValue.format(b)) although its members' mean is \(JSONValue.format(mean)) (\(levels))" }
+            if b != mean {
+                return "\(rel) has brightness \(JSONValue.format(b)) although its members' mean is \(JSONValue.format(mean)) (\(levels)); "
+                    + "the group's members: \(state["members"]?.serialized ?? "-")"
+            }
         }
         return nil
     }
