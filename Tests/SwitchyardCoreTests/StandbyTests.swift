@@ -285,6 +285,30 @@ import SwitchyardTestSupport
         #expect(w.judge(before: 60).count == 2)
     }
 
+    /// Inside a broker restart's window both instances can take the client id, one after the other: their
+    /// activations are dated at the broker's start, and count from each one's first request after it.
+    @Test func aHandOverInsideABrokerRestartIsNotAnInterleaving() {
+        var w = UpstreamInstanceWatch(slack: 1)
+        w.activated("west", at: 1)
+        w.request(instance: "west", at: 5, what: "GET /v1/lights/all")            // before the broker stopped
+        w.activated("west", at: 20, uncertain: true)                              // the broker back at 20
+        w.activated("east", at: 20, uncertain: true)
+        w.request(instance: "west", at: 21.00, what: "PUT /v1/lights/1/state")    // west held the id first
+        w.request(instance: "east", at: 21.02, what: "GET /v1/lights/all")        // then east took it
+        w.request(instance: "east", at: 22, what: "PUT /v1/lights/1/state")
+        #expect(w.judge(before: 30).isEmpty)
+        // West sends once more after east's first request: two serving at once.
+        w.request(instance: "west", at: 31, what: "PUT /v1/lights/2/state")
+        #expect(w.judge(before: 40).count == 1)
+        // Dated at the window's start, certain activations would have made the hand-over itself a breach.
+        var strict = UpstreamInstanceWatch(slack: 1)
+        strict.activated("west", at: 20)
+        strict.activated("east", at: 20)
+        strict.request(instance: "west", at: 21.00, what: "PUT /v1/lights/1/state")
+        strict.request(instance: "east", at: 21.02, what: "GET /v1/lights/all")
+        #expect(strict.judge(before: 30).count == 1)
+    }
+
     /// Invariant 3 across takeovers: a second result only for a command unanswered at a kill or pause, once.
     @Test func aSecondResultIsTakenOnlyForACommandOpenAtAHandOver() {
         var l = TransactionLedger()

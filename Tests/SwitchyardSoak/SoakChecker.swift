@@ -298,8 +298,8 @@ actor SoakChecker {
     /// seen within 10 s of the broker's start after a restart (the subscriber was cut off itself and may
     /// see the claim late, once it is back), when the broker came back: no instance can take the client id
     /// before, and the one active before lost its connection when the broker stopped.
-    func activation(seen t: Double) -> Double {
-        brokerUp.last { $0 <= t && t - $0 <= 10 } ?? t
+    func activation(seen t: Double) -> (at: Double, uncertain: Bool) {
+        brokerUp.last { $0 <= t && t - $0 <= 10 }.map { ($0, true) } ?? (t, false)
     }
 
     func instance(_ rel: String, _ m: MQTTProbe.Message) {
@@ -307,7 +307,10 @@ actor SoakChecker {
         guard name != "_ping" else { return }
         let t = runTime(m.at)
         if let b = takeovers.claim(name, payload: Array(m.payload.utf8), explained: inBrokerWindow(t)) { breach(b) }
-        if takeovers.claims[name] == "active" { upstream.activated(name, at: activation(seen: t)) }
+        if takeovers.claims[name] == "active" {
+            let a = activation(seen: t)
+            upstream.activated(name, at: a.at, uncertain: a.uncertain)
+        }
     }
 
     func takeoverEvent(_ m: MQTTProbe.Message) {
@@ -315,7 +318,8 @@ actor SoakChecker {
         let count = takeovers.takeovers.count
         if let b = takeovers.event(Array(m.payload.utf8), at: t, explained: inBrokerWindow(t)) { breach(b) }
         guard takeovers.takeovers.count > count, let last = takeovers.takeovers.last else { return }
-        upstream.activated(last.to, at: activation(seen: t))
+        let a = activation(seen: t)
+        upstream.activated(last.to, at: a.at, uncertain: a.uncertain)
         event("takeover \(last.from ?? "none") → \(last.to), gap_ms \(Int(last.gapMs))"
               + (last.afterFault.map { String(format: ", %.1f s after the fault", $0) } ?? ""))
     }

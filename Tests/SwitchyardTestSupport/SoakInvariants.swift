@@ -432,12 +432,18 @@ public struct TakeoverWatch: Sendable {
 /// send from the moment it is seen active (its takeover event or its `active` claim, less `slack` for the
 /// race between that publication and its first request) until another instance is; a request of one instance
 /// after another's since it was last seen active is a breach, and so is a request that names no instance
-/// (one made outside the upstream lease). The caller dates an activation seen inside a broker restart's
-/// window at the window's start: the subscriber may have been cut off itself when the group picked one.
+/// (one made outside the upstream lease). An activation seen inside a broker restart's window is `uncertain`:
+/// the caller dates it at the window's start (the subscriber may have been cut off itself when the group
+/// picked one), and there two instances can each take the client id, one after the other, before either
+/// hears the other (design.md §18 "One `active` claim at a time"). Such an activation counts from the
+/// instance's first request after it: a hand-over inside the window (one instance's requests, then the
+/// other's) is not a breach; a request of the first after the second's is.
 /// Requests are judged in time order once every activation before them can have been seen (`judge`).
 public struct UpstreamInstanceWatch: Sendable {
     public let slack: Double
-    var activations: [String: [Double]] = [:]
+    var activations: [String: [(at: Double, uncertain: Bool)]] = [:]
+    /// For an uncertain activation (by instance and its date), the instance's first request after it.
+    var firstAfter: [String: [Double: Double]] = [:]
     var pending: [(instance: String?, at: Double, what: String)] = []
     var last: [String: (at: Double, what: String)] = [:]
     /// Requests judged, by instance.
@@ -445,8 +451,9 @@ public struct UpstreamInstanceWatch: Sendable {
 
     public init(slack: Double = 1) { self.slack = slack }
 
-    public mutating func activated(_ name: String, at: Double) {
-        if activations[name]?.last.map({ $0 < at }) ?? true { activations[name, default: []].append(at) }
+    /// `uncertain`: seen inside a broker restart's window and dated at its start (above).
+    public mutating func activated(_ name: String, at: Double, uncertain: Bool = false) {
+        if activations[name]?.last.map({ $0.at < at }) ?? true { activations[name, default: []].append((at, uncertain)) }
     }
 
     /// A request an upstream received at `at`, with the instance it named (nil: none).
@@ -464,9 +471,14 @@ public struct UpstreamInstanceWatch: Sendable {
                 continue
             }
             judged[x, default: 0] += 1
-            guard let since = activations[x]?.last(where: { $0 <= r.at + slack }) else {
+            guard let activation = activations[x]?.last(where: { $0.at <= r.at + slack }) else {
                 out.append("\(x) sent an upstream request at \(when) before it was ever seen active: \(r.what)")
                 continue
+            }
+            var since = activation.at
+            if activation.uncertain {
+                since = firstAfter[x, default: [:]][activation.at] ?? r.at
+                firstAfter[x, default: [:]][activation.at] = since
             }
             for (y, l) in last where y != x && l.at >= since {
                 out.append("upstream requests of two instances interleave: \(y) at \(String(format: "%.2f s", l.at)) (\(l.what)), "
