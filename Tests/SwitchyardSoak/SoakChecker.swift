@@ -370,10 +370,15 @@ actor SoakChecker {
         let held: [(String, KeyPath<Sample, Double>, Double, String)] = [("threads", \.threads, 3, ""), ("open files", \.fds, 4, "")]
         let memory: [(String, KeyPath<Sample, Double>, Double, String)] = [("VmRSS", \.rss, 4, "MB")]
         for (process, all) in samples.sorted(by: { $0.key < $1.key }) {
+            // What an active phase holds is judged once it has settled (the engine's 15 s settle time): before,
+            // its adapters are still opening their connections, and every phase's rise would read as growth.
+            var phaseStart: [Int: Double] = [:]
+            for s in all where phaseStart[s.phase] == nil { phaseStart[s.phase] = s.t }
             for role in ["bridge", "active", "standby"] {
                 let mine = all.filter { $0.role == role }
                 guard !mine.isEmpty else { continue }
-                series.append(("\(process) \(role)", mine, held))
+                let settled = role == "active" ? mine.filter { $0.t - (phaseStart[$0.phase] ?? 0) >= 15 } : mine
+                if !settled.isEmpty { series.append(("\(process) \(role)", settled, held)) }
                 for phase in Set(mine.map(\.phase)).sorted() {
                     let n = mine.filter { $0.phase == phase }
                     series.append(("\(process) \(role) phase \(phase)", n, memory))
