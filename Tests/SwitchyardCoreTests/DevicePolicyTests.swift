@@ -171,5 +171,10 @@ import Testing
         w.watched = ["virtual/kitchen"]
         #expect(w.event(Self.event("device_removed", #"{"adapter":"virtual","id":"kitchen","name":"kitchen","reason":"x"}"#)) != nil)
         #expect(w.event(Self.event("device_added", #"{"adapter":"lifx","id":"d1","name":"desk"}"#)) == nil)
+        // A new active instance's first listing adds the device: not the change's doing; a removal still is.
+        let added = Self.event("device_added", #"{"adapter":"virtual","id":"kitchen","name":"kitchen"}"#)
+        #expect(w.event(added) != nil)
+        #expect(w.event(added, firstListing: true) == nil)
+        #expect(w.event(Self.event("device_removed", #"{"adapter":"virtual","id":"kitchen","name":"kitchen","reason":"x"}"#), firstListing: true) != nil)
     }
 }

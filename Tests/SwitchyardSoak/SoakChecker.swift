@@ -95,7 +95,8 @@ actor SoakChecker {
         } else if rel == "bridge/health" {
             if let b = outcomes.health(payload) { breach(b) }
         } else if rel == "bridge/event" {
-            if let b = management.event(payload) { breach(b) }
+            let listing = takeovers.takeovers.last.map { now - $0.at <= SoakRun.settle } ?? false
+            if let b = management.event(payload, firstListing: listing) { breach(b) }
             guard let j = try? JSONValue.parse(payload), j["type"] == "device_removed",
                   case .string(let adapter)? = j["data"]?["adapter"], case .string(let name)? = j["data"]?["name"] else { return }
             counts.removals += 1
@@ -359,9 +360,9 @@ actor SoakChecker {
     /// the figures.
     func report() -> SoakReport {
         var r = SoakReport()
-        // Rule 8 under hot standby. Threads and open files of each process, per role across its phases: each
-        // active phase starts the adapters and its connection and must give them all back when it ends, so a
-        // standby after one holds what a standby held before. Resident memory per phase: the heap an active
+        // Rule 8 under hot standby. Threads and open files of each process: the standby role across its
+        // phases (each active phase starts the adapters and its connection and must give them all back when it
+        // ends, so a standby after one holds what a standby held before), each active phase on its own. Resident memory per phase: the heap an active
         // phase grew is not all returned to the system, so a standby after one is larger without a leak.
         // A series is judged over the run's second half when it covers a quarter of the run there.
         let end = samples.values.compactMap { $0.last?.t }.max() ?? 0
@@ -372,13 +373,22 @@ actor SoakChecker {
         for (process, all) in samples.sorted(by: { $0.key < $1.key }) {
             // What an active phase holds is judged once it has settled (the engine's 15 s settle time): before,
             // its adapters are still opening their connections, and every phase's rise would read as growth.
+            // And each active phase on its own: the schedule's faults (an upstream gone, the LAN lights
+            // leaving) change what a phase holds, and phases that met different faults, joined, read as a
+            // slope. What a phase keeps after it ends is the standby series' to judge, across phases.
             var phaseStart: [Int: Double] = [:]
             for s in all where phaseStart[s.phase] == nil { phaseStart[s.phase] = s.t }
             for role in ["bridge", "active", "standby"] {
                 let mine = all.filter { $0.role == role }
                 guard !mine.isEmpty else { continue }
-                let settled = role == "active" ? mine.filter { $0.t - (phaseStart[$0.phase] ?? 0) >= 15 } : mine
-                if !settled.isEmpty { series.append(("\(process) \(role)", settled, held)) }
+                if role == "active" {
+                    for phase in Set(mine.map(\.phase)).sorted() {
+                        let settled = mine.filter { $0.phase == phase && $0.t - (phaseStart[phase] ?? 0) >= 15 }
+                        if !settled.isEmpty { series.append(("\(process) \(role) phase \(phase)", settled, held)) }
+                    }
+                } else {
+                    series.append(("\(process) \(role)", mine, held))
+                }
                 for phase in Set(mine.map(\.phase)).sorted() {
                     let n = mine.filter { $0.phase == phase }
                     series.append(("\(process) \(role) phase \(phase)", n, memory))

@@ -173,8 +173,11 @@ public struct ManagementWatch: Sendable {
     public mutating func expectRename(adapter: String, from: String, to: String) { expected.append("\(adapter)/\(from)→\(adapter)/\(to)") }
     public mutating func expectChange() { changesAllowed += 1 }
 
-    /// A `bridge/event` payload; the breach it is, if any.
-    public mutating func event(_ payload: [UInt8]) -> String? {
+    /// A `bridge/event` payload; the breach it is, if any. `firstListing`: a new active instance of a
+    /// standby group may still be listing its devices for the first time (it has taken over within its
+    /// settle time), and each device it lists is `device_added` (docs/topics.md "Device lifecycle"), not a
+    /// change's doing.
+    public mutating func event(_ payload: [UInt8], firstListing: Bool = false) -> String? {
         guard let j = try? JSONValue.parse(payload), case .string(let type)? = j["type"] else { return nil }
         let d = j["data"]
         switch type {
@@ -185,6 +188,8 @@ public struct ManagementWatch: Sendable {
         case "config_changed":
             guard changesAllowed > 0 else { return "a config change nobody asked for: \(d?["request"]?.stringValue ?? "?") \(d?["paths"].map { "\($0)" } ?? "")" }
             changesAllowed -= 1
+        case "device_added" where firstListing:
+            break
         case "device_added", "device_removed":
             if watched.contains("\(d?["adapter"]?.stringValue ?? "?")/\(d?["name"]?.stringValue ?? "?")") { return "\(type) \(d?["adapter"]?.stringValue ?? "?")/\(d?["name"]?.stringValue ?? "?") while a management change was made" }
         default: break
