@@ -40,6 +40,9 @@ extension BridgeEngine {
 
     func serveRequest(path: String, body: JSONValue, transaction: JSONValue?, replyTo: ReplyTo?, origin: RequestOrigin = .mqtt, size: Int = 0) async {
         let result: Result<JSONValue, AdapterError>
+        // A request may ask an adapter (a refresh, a Home Assistant call, LIFX scenes): none has started before
+        // the upstream lease begins (hot standby's hand-over pause), so it waits for that like the commands.
+        await UpstreamLease.begun()
         do {
             let req = BridgeRequest(path: path.lowercased(), body: body, origin: origin, size: size)
             if let handler = requestHandler, handler.handles(req.path) {

@@ -347,8 +347,11 @@ public actor BridgeEngine {
         // Nothing of the adapter runs before its upstream lease begins (hot standby's hand-over pause): its
         // commands queue meanwhile, and those for devices it has not listed are held as at any start.
         await UpstreamLease.begun()
+        // Cancelled during the pause (the engine stopping): the adapter never starts, so nothing of it reaches
+        // its upstream; what was queued for it ends as at any stop.
+        let start = !Task.isCancelled
         await withDiscardingTaskGroup { g in
-            g.addTask {
+            if start { g.addTask {
                 do {
                     if !h.disabled.isEmpty { await h.adapter.setDisabled(h.disabled) }
                     try await h.adapter.run(context: h.context)
@@ -356,7 +359,7 @@ public actor BridgeEngine {
                 } catch {
                     if !Task.isCancelled { await engine.adapterFailed(id, h.generation, error) }
                 }
-            }
+            } }
             g.addTask {
                 await withDiscardingTaskGroup { outcomes in
                     for await q in h.work {

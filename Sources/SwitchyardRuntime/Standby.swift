@@ -103,8 +103,8 @@ actor StandbyCoordinator {
     let clock = SystemClock()
     /// How long a new active phase holds the client id before its adapters start (design.md §18, rule 3):
     /// an instance the broker took the id from learns it within a trip from the broker, and sends nothing
-    /// upstream from then on, so the two never send at once. The engine serves MQTT meanwhile (commands
-    /// queue, requests are answered).
+    /// upstream from then on, so the two never send at once. The engine is subscribed meanwhile: commands
+    /// and bridge requests queue, and are served once the adapters start.
     static let handOverPause = 0.5
     var watch: StandbyWatch
     var journal: StandbyJournal

@@ -26,6 +26,27 @@ import VirtualAdapter
         }
     }
 
+    /// Hot standby's hand-over pause (design.md §18 rule 3): until the upstream lease has begun no adapter
+    /// runs and no command reaches one, while the engine already serves MQTT; then both go on.
+    @Test func nothingOfAnAdapterRunsBeforeTheUpstreamLeaseBegins() async throws {
+        let gate = Latch()
+        let lease = UpstreamLease(name: "east", begins: { await gate.wait() }) { true }
+        try await UpstreamLease.$current.withValue(lease) {
+            try await InMemoryBridge.with(adapters: [VirtualAdapter(devices: Self.devices, sensorInterval: 3600)]) { b in
+                b.command("virtual", "kitchen", #"{"brightness": 40, "transaction": "p"}"#)
+                b.send("b/bridge/request/devices/refresh", #"{"transaction": "r"}"#)
+                try await waitUntil("the engine serving", timeout: 10) { b.last("b/bridge/info") != nil }
+                try await Task.sleep(for: .milliseconds(300))
+                #expect(b.state("virtual", "kitchen") == nil, "the adapter ran before the lease began")
+                #expect(b.last("b/virtual/kitchen/result") == nil && b.last("b/bridge/response/devices/refresh") == nil)
+                gate.signal()
+                #expect(try await b.result("virtual", "kitchen", transaction: "p")["status"] == "ok")
+                #expect(try await b.waitForState("virtual", "kitchen")["brightness"] == 40)
+                try await waitUntil("the refresh answered", timeout: 10) { b.last("b/bridge/response/devices/refresh") != nil }
+            }
+        }
+    }
+
     /// A reload that adds a device keeps the others' states; a device whose type changed starts afresh.
     @Test func aReloadKeepsTheStatesOfTheDevicesItKeeps() async throws {
         try await InMemoryBridge.with(adapters: [VirtualAdapter(devices: Self.devices, sensorInterval: 3600)]) { b in
