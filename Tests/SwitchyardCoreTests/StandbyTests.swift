@@ -285,6 +285,18 @@ import SwitchyardTestSupport
         #expect(w.judge(before: 60).count == 2)
     }
 
+    /// Rule 8 for active phases: a phase at another level than the last is no growth; growth within phases is.
+    @Test func theSlopeWithinPhasesIgnoresTheirLevels() {
+        func phase(from start: Int, level: Double, rate: Double) -> [(x: Double, y: Double)] {
+            (start..<(start + 10)).map { i -> (x: Double, y: Double) in (x: Double(i), y: level + rate * Double(i - start)) }
+        }
+        let flat = [phase(from: 0, level: 27, rate: 0), phase(from: 20, level: 39, rate: 0)]
+        #expect(slope(flat.flatMap { $0 }) > 0.3)                   // joined, the two levels read as growth
+        #expect(pooledSlope(flat) == 0)
+        let leaking = [phase(from: 0, level: 27, rate: 0.5), phase(from: 20, level: 39, rate: 0.5)]
+        #expect(abs(pooledSlope(leaking) - 0.5) < 1e-9)
+    }
+
     /// Inside a broker restart's window both instances can take the client id, one after the other: their
     /// activations are dated at the broker's start, and count from each one's first request after it.
     @Test func aHandOverInsideABrokerRestartIsNotAnInterleaving() {

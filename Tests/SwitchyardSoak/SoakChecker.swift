@@ -367,42 +367,48 @@ actor SoakChecker {
         // A series is judged over the run's second half when it covers a quarter of the run there.
         let end = samples.values.compactMap { $0.last?.t }.max() ?? 0
         typealias Sample = (t: Double, role: String, phase: Int, threads: Double, fds: Double, rss: Double)
-        var series: [(name: String, samples: [Sample], keys: [(String, KeyPath<Sample, Double>, Double, String)])] = []
+        // `pooled`: judged by the slope within its phases, over the time they cover (`pooledSlope`).
+        var series: [(name: String, samples: [Sample], keys: [(String, KeyPath<Sample, Double>, Double, String)], pooled: Bool)] = []
         let held: [(String, KeyPath<Sample, Double>, Double, String)] = [("threads", \.threads, 3, ""), ("open files", \.fds, 4, "")]
         let memory: [(String, KeyPath<Sample, Double>, Double, String)] = [("VmRSS", \.rss, 4, "MB")]
         for (process, all) in samples.sorted(by: { $0.key < $1.key }) {
-            // What an active phase holds is judged once it has settled (the engine's 15 s settle time): before,
-            // its adapters are still opening their connections, and every phase's rise would read as growth.
-            // And each active phase on its own: the schedule's faults (an upstream gone, the LAN lights
-            // leaving) change what a phase holds, and phases that met different faults, joined, read as a
-            // slope. What a phase keeps after it ends is the standby series' to judge, across phases.
+            // What an active phase holds is judged once it has settled (the engine's settle time): before, its
+            // adapters are still opening their connections. And by the growth within its phases: the schedule's
+            // faults (an upstream gone, the LAN lights leaving) set the level each phase holds, and phases at
+            // different levels, joined, read as a slope. What a phase keeps after it ends is the standby
+            // series' to judge, across phases.
             var phaseStart: [Int: Double] = [:]
             for s in all where phaseStart[s.phase] == nil { phaseStart[s.phase] = s.t }
             for role in ["bridge", "active", "standby"] {
                 let mine = all.filter { $0.role == role }
                 guard !mine.isEmpty else { continue }
                 if role == "active" {
-                    for phase in Set(mine.map(\.phase)).sorted() {
-                        let settled = mine.filter { $0.phase == phase && $0.t - (phaseStart[phase] ?? 0) >= 15 }
-                        if !settled.isEmpty { series.append(("\(process) \(role) phase \(phase)", settled, held)) }
-                    }
+                    let settled = mine.filter { $0.t - (phaseStart[$0.phase] ?? 0) >= SoakRun.settle }
+                    if !settled.isEmpty { series.append(("\(process) \(role)", settled, held, true)) }
                 } else {
-                    series.append(("\(process) \(role)", mine, held))
+                    series.append(("\(process) \(role)", mine, held, false))
                 }
                 for phase in Set(mine.map(\.phase)).sorted() {
                     let n = mine.filter { $0.phase == phase }
-                    series.append(("\(process) \(role) phase \(phase)", n, memory))
+                    series.append(("\(process) \(role) phase \(phase)", n, memory, false))
                 }
             }
         }
         var judgedSeries = 0
-        for (name, all, keys) in series {
+        for (name, all, keys, pooled) in series {
             let half = all.filter { $0.t >= end / 2 }
-            guard half.count >= 10, let first = half.first, let last = half.last, last.t - first.t >= end / 4 else { continue }
+            let phases = Dictionary(grouping: half, by: \.phase).values.map { $0.sorted { $0.t < $1.t } }
+            // The time the series covers: from first to last sample, or the sum of its phases' spans. A process's
+            // active phases are judged when they cover an eighth of the run there and at least a minute (so in
+            // the hour's run; the short run's phases are too short for a slope to mean anything).
+            let covered = pooled ? phases.map { ($0.last?.t ?? 0) - ($0.first?.t ?? 0) }.reduce(0, +) : (half.last?.t ?? 0) - (half.first?.t ?? 0)
+            guard half.count >= 10, let last = half.last, covered >= (pooled ? max(end / 8, 60) : end / 4) else { continue }
             judgedSeries += 1
-            let span = max(1, last.t - first.t)
+            let span = max(1, covered)
             for (what, key, tolerance, unit) in keys {
-                let growth = slope(half.map { (x: $0.t, y: $0[keyPath: key]) }) * span
+                let rate = pooled ? pooledSlope(phases.map { $0.map { (x: $0.t, y: $0[keyPath: key]) } })
+                                  : slope(half.map { (x: $0.t, y: $0[keyPath: key]) })
+                let growth = rate * span
                 r.figures.append(.init(name: "\(name): \(what) first / last sample", value: all.first![keyPath: key], unit: unit))
                 r.figures.append(.init(name: "\(name): \(what) last sample", value: all.last![keyPath: key], unit: unit))
                 r.figures.append(.init(name: "\(name): \(what) growth over the second half (slope × \(Int(span)) s)", value: growth, unit: unit))

@@ -156,6 +156,21 @@ public func slope(_ samples: [(x: Double, y: Double)]) -> Double {
     return samples.map { ($0.x - mx) * ($0.y - my) }.reduce(0, +) / sxx
 }
 
+/// The slope within groups of samples (the pooled within-group least-squares slope): how fast `y` grows
+/// inside each group, whatever level each group is at. For a resource held in phases (an active instance's
+/// phases, each started afresh at its own level by the faults it met), growth within phases is a leak; a
+/// phase at another level than the last is not.
+public func pooledSlope(_ groups: [[(x: Double, y: Double)]]) -> Double {
+    var num = 0.0, den = 0.0
+    for g in groups where g.count >= 2 {
+        let n = Double(g.count)
+        let mx = g.map(\.x).reduce(0, +) / n, my = g.map(\.y).reduce(0, +) / n
+        num += g.map { ($0.x - mx) * ($0.y - my) }.reduce(0, +)
+        den += g.map { ($0.x - mx) * ($0.x - mx) }.reduce(0, +)
+    }
+    return den > 0 ? num / den : 0
+}
+
 /// Management changes (docs/topics.md "Management") disturb nothing but what they change: every
 /// `device_renamed` on `bridge/event` is one the schedule asked for, in its order; every `config_changed` is
 /// one of its requests; no device a change is about (`watched`, `adapter/name`) is added or removed while it is
