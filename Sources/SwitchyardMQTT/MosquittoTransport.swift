@@ -440,6 +440,11 @@ final class NetworkLoop {
 
     // MARK: serving one connection
 
+    /// `POLLRDHUP` (Linux: the peer shut down its side), which Swift's Glibc module does not export. Without
+    /// it a broker's close would be seen only once the socket is read again, and it is not read while the core
+    /// has its fill of inbound messages.
+    static let peerClosed: Int16 = 0x2000
+
     func serve(_ m: OpaquePointer) {
         let started = now()
         var fds = [pollfd(fd: 0, events: 0, revents: 0), pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
@@ -452,7 +457,8 @@ final class NetworkLoop {
             if sock < 0 || transport.shared.withLock({ $0.abandoned }) { return }
             // While the core has its fill of inbound messages the socket is not read: the broker waits.
             let reading = transport.mayRead()
-            fds[0] = pollfd(fd: sock, events: (reading ? Int16(POLLIN) : 0) | (mosquitto_want_write(m) ? Int16(POLLOUT) : 0), revents: 0)
+            fds[0] = pollfd(fd: sock, events: (reading ? Int16(POLLIN) : 0) | Self.peerClosed | (mosquitto_want_write(m) ? Int16(POLLOUT) : 0),
+                            revents: 0)
             fds[1].revents = 0
             let n = poll(&fds, 2, 250)
             if n < 0 && errno != EINTR { return }
@@ -464,8 +470,10 @@ final class NetworkLoop {
             if fds[1].revents & Int16(POLLIN) != 0 {
                 drainWake()
             }
-            // A hang-up or error is read even while paused: that is how libmosquitto learns of it.
-            if fds[0].revents & (Int16(POLLHUP) | Int16(POLLERR)) != 0 || (reading && fds[0].revents & Int16(POLLIN) != 0) {
+            // A hang-up, an error or the broker closing its side (a takeover of the client id, design.md §18
+            // rule 3) is read even while paused: that is how libmosquitto learns of it. What the broker sent
+            // before it closed is then read too, a packet a turn: no more can come.
+            if fds[0].revents & (Int16(POLLHUP) | Int16(POLLERR) | Self.peerClosed) != 0 || (reading && fds[0].revents & Int16(POLLIN) != 0) {
                 let rc = mosquitto_loop_read(m, 1)
                 if rc != MOSQ_ERR_SUCCESS.rawValue { logLost(rc); return }
                 transport.heard.store(Int64(now().sinceOrigin.nanosecondsClamped), ordering: .releasing)

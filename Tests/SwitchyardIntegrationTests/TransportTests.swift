@@ -101,6 +101,32 @@ import SwitchyardTestSupport
         await t.stop(timeout: 2)
     }
 
+    /// The broker closing the connection (another client took the client id: design.md §18 rule 3) is noticed
+    /// at once, even while the core has its fill of inbound messages and the socket is not read for them.
+    @Test func aTakeoverIsNoticedWhileInboundIsFull() async throws {
+        let broker = try await Broker.start()
+        defer { broker.stop() }
+        let base = uniqueBase()
+        var s = MQTTSettings(port: broker.port, clientID: "full-\(base)", stateTopic: "\(base)/bridge/state")
+        s.reconnects = false
+        s.maxInbound = 2
+        let t = MosquittoTransport(settings: s, logger: Self.logger())
+        t.setSubscriptions(["\(base)/in/#"])
+        t.start()
+        // Its events are never taken: after two messages the socket is not read.
+        try await waitUntil("connected") { t.stats().connected }
+        let probe = try await MQTTProbe.connect(port: broker.port)
+        defer { probe.close() }
+        for i in 0..<20 { probe.publish("\(base)/in/\(i)", "x") }
+        try await waitUntil("reading paused") { t.stats().inboundPauses >= 1 }
+        let thief = try await MQTTProbe.connect(port: broker.port, clientID: "full-\(base)")
+        defer { thief.close() }
+        // The keepalive (60 s) would find it in a minute; the close itself must.
+        try await waitUntil("the close noticed", timeout: 10) { !t.stats().connected }
+        #expect(t.endReason == .lost)
+        await t.stop(timeout: 1)
+    }
+
     /// A transport abandoned ends as if its connection were lost: nothing more goes out, the broker sends its
     /// Last Will (no DISCONNECT), `events` ends and `endReason` says `lost`. A standby instance whose watching
     /// connection ended steps down so (design.md §18).
