@@ -119,11 +119,9 @@ extension BridgeEngine {
     /// command fanned out before would find it `missing` (§18 "Ready from the first command").
     func groupsSettled() {
         guard groupCore.started, !groupCore.listed, GroupCore.ids.contains(where: { entries[$0] != nil }) else { return }
-        guard groupCore.book.memberAdapters.allSatisfy({ groupCore.serves($0) || entries[$0]?.life.isSettled ?? true }) else { return }
-        let book = groupCore.book
-        let leaves = book.config.groups.flatMap { book.leaves(of: $0.name) }
-            + book.config.scenes.flatMap { s in s.entries.filter { !$0.member.isGroup }.map(\.member) }
-        guard !leaves.contains(where: { expectedDevices[$0.adapter]?.contains($0.name) == true && memberView($0) == nil }) else { return }
+        let members = groupCore.book.memberDevices
+        guard Set(members.map(\.adapter)).allSatisfy({ groupCore.serves($0) || entries[$0]?.life.isSettled ?? true }) else { return }
+        guard !members.contains(where: { expectedDevices[$0.adapter]?.contains($0.name) == true && memberView($0) == nil }) else { return }
         listGroups()
     }
 

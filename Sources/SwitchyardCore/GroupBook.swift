@@ -155,17 +155,11 @@ public struct GroupBook: Sendable {
         return out
     }
 
-    /// The adapters whose devices the groups and scenes reach (nested groups flattened): what their listing
-    /// waits for.
-    public var memberAdapters: Set<String> {
-        var out: Set<String> = []
-        for g in config.groups { for m in leaves(of: g.name) { out.insert(m.adapter) } }
-        for s in config.scenes {
-            for e in s.entries {
-                if e.member.isGroup { for m in leaves(of: e.member.name) { out.insert(m.adapter) } } else { out.insert(e.member.adapter) }
-            }
-        }
-        return out
+    /// The devices the groups and scenes reach (nested groups flattened; a device may come more than once):
+    /// what their listing waits for, with their adapters.
+    public var memberDevices: [MemberRef] {
+        config.groups.flatMap { leaves(of: $0.name) }
+            + config.scenes.flatMap { s in s.entries.flatMap { $0.member.isGroup ? leaves(of: $0.member.name) : [$0.member] } }
     }
 
     // MARK: what a group is
