@@ -103,12 +103,8 @@ public final class SimulatedHome: @unchecked Sendable {
     /// (only the Nova radio is the simulated one).
     public func yaml(host: String, port: Int, base: String, stateDir: String, tuning t: Tuning = Tuning(), log: String? = nil) -> String {
         """
-        state_dir: \(stateDir)
-        \(log.map { "log: {level: \($0)}" } ?? "")
-        mqtt: {url: "mqtt://\(host):\(port)", base_topic: \(base), client_id: "switchyard-demo-\(base)", reconnect: {max_delay: 5}\(t.keepalive.map { ", keepalive: \($0)" } ?? "")}
+        \(Self.bridgeSection(host: host, port: port, base: base, stateDir: stateDir, tuning: t, log: log, keepalive: t.keepalive))
         \(t.standby.map { "standby: \($0)" } ?? "")
-        health: {interval: \(t.healthInterval)}
-        homeassistant: {discovery_mode: \(t.discoveryMode)}
         web: \(t.web)
         virtual:
           sensor_interval: \(t.virtualSensorInterval)
@@ -172,13 +168,21 @@ public final class SimulatedHome: @unchecked Sendable {
     /// and client id.
     public func novaYAML(host: String, port: Int, base: String, stateDir: String, tuning t: Tuning = Tuning(), log: String? = nil) -> String {
         """
-        state_dir: \(stateDir)
-        \(log.map { "log: {level: \($0)}" } ?? "")
-        mqtt: {url: "mqtt://\(host):\(port)", base_topic: \(base), client_id: "switchyard-demo-\(base)", reconnect: {max_delay: 5}}
-        health: {interval: \(t.healthInterval)}
-        homeassistant: {discovery_mode: \(t.discoveryMode)}
+        \(Self.bridgeSection(host: host, port: port, base: base, stateDir: stateDir, tuning: t, log: log, keepalive: nil))
         web: {enabled: false}
         \(Self.novaSection(t))
+        """
+    }
+
+    /// What every bridge of the home says of itself: its state directory, log level, broker, health
+    /// interval and discovery mode.
+    static func bridgeSection(host: String, port: Int, base: String, stateDir: String, tuning t: Tuning, log: String?, keepalive: Int?) -> String {
+        """
+        state_dir: \(stateDir)
+        \(log.map { "log: {level: \($0)}" } ?? "")
+        mqtt: {url: "mqtt://\(host):\(port)", base_topic: \(base), client_id: "switchyard-demo-\(base)", reconnect: {max_delay: 5}\(keepalive.map { ", keepalive: \($0)" } ?? "")}
+        health: {interval: \(t.healthInterval)}
+        homeassistant: {discovery_mode: \(t.discoveryMode)}
         """
     }
 
