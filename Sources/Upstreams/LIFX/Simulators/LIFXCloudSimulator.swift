@@ -203,6 +203,9 @@ public final class LIFXCloudSimulator: Sendable {
     }
 
     public func setDelay(_ seconds: Double) { server.setDelay(seconds) }
+    /// Answers wait from `hold()` until `release()` (`LoopbackHTTPServer.hold`).
+    public func hold() { server.hold() }
+    public func release() { server.release() }
     public func injectFailures(_ statuses: [Int]) { server.injectFailures(statuses) }
 
     // MARK: the API
