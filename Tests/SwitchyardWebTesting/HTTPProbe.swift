@@ -105,6 +105,15 @@ extension HTTPProbe {
         }
     }
 
+    /// A `/livez` answer by `ask`, asked again while it is 503, at most three times in all: the console
+    /// gives its engine 5 s to answer, on a cooperative pool that a loaded test process can hold for longer
+    /// (a core that does not answer in time is then what the bridge rightly reports). The last answer.
+    public static func alive(_ ask: @Sendable () async throws -> Answer) async throws -> Answer {
+        var answer = try await ask()
+        for _ in 0..<2 where answer.status == 503 { answer = try await ask() }
+        return answer
+    }
+
     /// A client's WebSocket text frame (masked, as a client must send it).
     public static func webSocketFrame(text: String) -> [UInt8] {
         let payload = Array(text.utf8)

@@ -94,7 +94,8 @@ final class ConsoleEngineTwin: ConsoleEngine, Sendable {
     @Test func aCoreThatDoesNotAnswerFailsLivez() async throws {
         let twin = ConsoleEngineTwin()
         try await Self.with(twin) { port in
-            #expect(try await Self.get(port, "/livez").status == 200)
+            let alive = try await HTTPProbe.alive { try await Self.get(port, "/livez") }
+            #expect(alive.status == 200, "/livez answered \(alive.status): \(alive.body.prefix(200))")
             twin.wedged.withLock { $0 = true }
             let started = ContinuousClock.now
             let r = try await Self.get(port, "/livez")

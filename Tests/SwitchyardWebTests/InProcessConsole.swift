@@ -64,6 +64,12 @@ final class InProcessConsole: Sendable {
         return try await HTTPProbe.offPool { try HTTPProbe.request(port: port, path, headers: headers, timeout: timeout) }
     }
 
+    /// `/livez`, asked again while a loaded run keeps the engine from answering in time (`HTTPProbe.alive`).
+    func alive() async throws -> HTTPProbe.Answer {
+        let port = self.port
+        return try await HTTPProbe.alive { try await HTTPProbe.offPool { try HTTPProbe.request(port: port, "/livez", timeout: 30) } }
+    }
+
     /// Blocking socket work of a test, off the cooperative pool.
     func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T { try await HTTPProbe.offPool(body) }
 }
