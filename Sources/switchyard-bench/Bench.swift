@@ -181,6 +181,9 @@ struct SwitchyardBench: AsyncParsableCommand {
             let enc = JSONEncoder()
             enc.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]   // one line: easy to pick out of a log, to append to a file, to jq
             print(String(decoding: try! enc.encode(figures), as: UTF8.self))
+            // Out whole now: what the process writes at its exit straight to stderr (a sanitizer's report)
+            // would otherwise land between two blocks of a line still in stdout's buffer.
+            fflush(nil)
             return
         }
         for f in figures {
