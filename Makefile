@@ -65,6 +65,11 @@ run: build broker
 ## Each run is under scripts/watchdog.sh: output line by line, and a run still going after its limit (a few
 ## times what it takes on 2 cores) ends with the tests that never ended and every thread's stack.
 WATCHDOG := scripts/watchdog.sh
+## At most this many tests at once (swift-testing reads the bound from the environment). Unbounded, a few
+## hundred tests start together on the cooperative pool's two threads, and the first minute's CPU-bound
+## unit tests starve the ones that wait on time (docs/testing.md "A run that starves"); the run's length is
+## its longest test's (the soak), so the bound costs nothing.
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH ?= 16
 ## The packaging tests (PackagingTests) install what `make deb` makes: the release build comes first.
 test:
 	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(TEST_PACKAGES)"

@@ -232,7 +232,7 @@ let package = Package(
         .testTarget(name: "GroupTests", dependencies: [
             "SwitchyardTestSupport", "SwitchyardCore", "SwitchyardConfig", "SwitchyardCLI", "LIFXSimulators", "ImpSimulators",
         ], swiftSettings: strict),
-        .testTarget(name: "FuzzCorpusTests", dependencies: ["SwitchyardFuzz", "SwitchyardCore"], path: "Tests/Fuzz",
+        .testTarget(name: "FuzzCorpusTests", dependencies: ["SwitchyardFuzz", "SwitchyardCore", "SwitchyardTestSupport"], path: "Tests/Fuzz",
                     exclude: ["corpus"], swiftSettings: strict),
         .testTarget(name: "SwitchyardIntegrationTests", dependencies: [
             "SwitchyardTestSupport", "SwitchyardRuntime", "SwitchyardCore", "SwitchyardMQTT", "SwitchyardConfig",

@@ -24,7 +24,7 @@ import SwitchyardCore
         func text(_ path: String) throws -> String { try String(contentsOfFile: path, encoding: .utf8) }
         func load(_ env: [String: String] = [:]) throws -> SwitchyardConfig { try SwitchyardConfig.load(path: config, upstreams: upstreams, environment: env) }
         func editor(_ env: [String: String] = [:]) throws -> ConfigEditor {
-            ConfigEditor(source: try #require(try load(env).source), upstreams: upstreams, environment: env)
+            ConfigEditor(source: try #require(try load(env).source), upstreams: upstreams, environment: env, schema: ConfigSchemaTests.schema)
         }
         func files() throws -> [String] { try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() }
         func remove() { try? FileManager.default.removeItem(at: dir) }
@@ -67,7 +67,7 @@ import SwitchyardCore
         #expect(try home.files() == ["config.yaml"], "a temporary file was left behind")
         // The next change starts from the new source; the old one is out of date.
         #expect(throws: ConfigChangeError.self) { try editor.plan([.set("log.level", "error")]) }
-        let next = ConfigEditor(source: source, upstreams: upstreams, environment: [:])
+        let next = ConfigEditor(source: source, upstreams: upstreams, environment: [:], schema: ConfigSchemaTests.schema)
         _ = try next.plan([.set("log.level", "error")]).commit()
         #expect(try home.load().log.level == "error")
     }
@@ -178,7 +178,7 @@ import SwitchyardCore
         #expect(c.virtual?.devices.map(\.name) == ["galley", "fan"])
         #expect(c.deviceOptions["virtual"]?["fan"]?.retain == false)
         // Once it is there, the next change goes there too.
-        let next = ConfigEditor(source: source, upstreams: upstreams, environment: [:])
+        let next = ConfigEditor(source: source, upstreams: upstreams, environment: [:], schema: ConfigSchemaTests.schema)
         #expect(next.target == .changes)
         #expect(next.contains("devices.virtual.fan") && next.contains("virtual.devices[name=galley]") && !next.contains("virtual.devices[name=kitchen]"))
         source = try next.plan([.rename("devices.virtual.fan", to: "ceiling_fan"), .set("virtual.devices[name=fan].name", "ceiling_fan")]).commit()

@@ -7,6 +7,8 @@ import SwitchyardCore
 /// The schema (`config/schema`) against the reader it is made from, key by key both ways, and the example
 /// config against the schema with a real JSON Schema validator (Python's jsonschema).
 @Suite struct ConfigSchemaTests {
+    /// Built once for every test of this module that edits a config (an editor without a schema builds its
+    /// own: a read of every section, seconds under AddressSanitizer on a shared cooperative thread).
     static let schema = ConfigSchema(upstreams: upstreams)
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 

@@ -127,7 +127,7 @@ import SwitchyardCore
         func request(_ path: String, _ body: JSONValue, captured: [(MemberRef, [String: JSONValue]?)] = []) throws -> ConfigChange {
             let c = try load()
             let edits = try GroupEdits.edits(path, body, config: c.groups, captured: captured)
-            let change = try ConfigEditor(source: try #require(c.source), upstreams: upstreams, environment: [:]).plan(edits)
+            let change = try ConfigEditor(source: try #require(c.source), upstreams: upstreams, environment: [:], schema: ConfigSchemaTests.schema).plan(edits)
             _ = try change.commit()
             return change
         }

@@ -14,9 +14,10 @@ public enum StallWatch {
 
     /// Starts the watch, once per process, if the environment asks for it.
     public static func startIfAsked() {
+        // Asked by every `waitUntil`: the environment (a dictionary built at each read) only the first time.
+        guard !started.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let env = ProcessInfo.processInfo.environment
-        guard let path = env["SWITCHYARD_TEST_STALLS"], !path.isEmpty,
-              !started.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        guard let path = env["SWITCHYARD_TEST_STALLS"], !path.isEmpty else { return }
         let limit = env["SWITCHYARD_TEST_STALL_SECONDS"].flatMap(Double.init) ?? 2
         let thread = Thread { watch(path: path, limit: limit) }
         thread.name = "stall-watch"
