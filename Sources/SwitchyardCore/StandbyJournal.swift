@@ -85,8 +85,10 @@ public struct StandbyJournal: Sendable {
 
     /// The commands to replay at a takeover, handed over once: the new active instance answers them, and
     /// the journal is not fed while it is active, so a later takeover by the same instance must not replay
-    /// them again (it would carry out twice what it already answered).
-    public mutating func takeOver() -> [Entry] {
+    /// them again (it would carry out twice what it already answered). Those past the window at `now` are
+    /// let go first: a journal that heard nothing for a while (the broker was down) still holds them.
+    public mutating func takeOver(now: MonotonicInstant) -> [Entry] {
+        expire(now: now)
         let out = pending
         pending.removeAll()
         bytes = 0

@@ -256,7 +256,7 @@ actor StandbyCoordinator {
         let adapters = config.upstreams.map { $0.makeAdapter() }
         let restore = journal.restorable
         for a in adapters { await a.restore(states: restore[a.id] ?? [:]) }
-        await engine.prepareReplay(journal.takeOver().map(\.message))
+        await engine.prepareReplay(journal.takeOver(now: clock.now()).map(\.message))
         await engine.expectDevices(journal.knownDevices)
         let decidedOn = presenceConnection
         logger.info("standby: taking over", metadata: ["instance": "\(group.instance)", "from": "\(from ?? "none")", "reason": "\(reason)"])
