@@ -165,7 +165,10 @@ public final class LoopbackHTTPServer: Sendable {
             return (s.delay, s.failNext.isEmpty ? nil : s.failNext.removeFirst())
         }
         if delay > 0 { try? await Task.sleep(for: .seconds(delay)) }
-        for _ in 0..<1200 where state.withLock({ $0.held }) { try? await Task.sleep(for: .milliseconds(50)) }
+        for _ in 0..<1200 {
+            guard state.withLock({ $0.held }) else { break }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
         if let injected { return Reply(status: injected) }
         return await route.handler(request)
     }
@@ -194,8 +197,9 @@ public final class LoopbackHTTPServer: Sendable {
     public func clearReceived() { state.withLock { $0.received.removeAll() } }
     /// Latency added before every answer.
     public func setDelay(_ seconds: Double) { state.withLock { $0.delay = seconds } }
-    /// Requests are recorded, and their answers wait until `release()` (at most 60 s): an upstream that has
-    /// not answered yet for exactly as long as a test needs, whatever the load on the test's process.
+    /// Requests are recorded, and their answers wait until `release()` (at most 1 200 polls 50 ms apart): an
+    /// upstream that has not answered yet until the test says so, instead of for a delay that a loaded test
+    /// process can stretch. Once released, an answer still waits for the test process to run it.
     public func hold() { state.withLock { $0.held = true } }
     public func release() { state.withLock { $0.held = false } }
     /// The next requests get these status codes instead of their route's answer (e.g. [500, 503]).

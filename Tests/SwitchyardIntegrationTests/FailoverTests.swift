@@ -138,8 +138,9 @@ enum Failover {
     /// group waits for every adapter) when its connection ends in a broker restart: nobody heard the error it
     /// answered with, and no other instance saw the command while standing by (here there is none). It hands
     /// it back to its journal, and its next takeover carries it out: answered once (design.md §18).
-    /// The journal keeps a command 30 s from its receipt: an instance that takes over again later (a starved
-    /// run: this takes about 5 s alone) must not carry it out, nor answer it twice, and the test says so.
+    /// The journal keeps a command 30 s from its receipt. Alone this takes about 5 s; a run starved so badly
+    /// that the instance is active again only 29 s or more after the command was sent (which overstates its
+    /// age at the takeover) may have let it go, and is then held only to not answering it twice.
     static func aHeldGroupCommandOutlivesTheConnection(over kind: BrokerKind) async throws {
         try await FailoverHarness.with(kind, extra: "groups: {pair: {members: [virtual/lamp, lifx/kitchen]}}") { h in
             let rig = h.rig
@@ -147,6 +148,7 @@ enum Failover {
             defer { h.lifx.release() }
             try rig.start("a")
             try await rig.waitActive("a")
+            try await rig.waitInfo()
             let sent = Date()
             rig.probe.publish("\(rig.base)/group/pair/set", #"{"state":"ON","brightness":42,"transaction":"g1"}"#)
             try await Task.sleep(for: .seconds(1.5))
@@ -155,27 +157,29 @@ enum Failover {
             try await Task.sleep(for: .seconds(1))
             let restarted = Date()
             try await h.broker.start()
-            h.lifx.release()
-            // A whole hand-back: the phase ends, the watching connection comes back (its reconnect backs off
-            // while the broker starts), the instance takes over again, the LIFX cloud lists, the group acts.
             func roles() -> String {
                 rig.roleChanges.map { "\($0.name) \($0.role) at \(String(format: "%.1f", $0.at.timeIntervalSince(sent))) s" }.joined(separator: ", ")
             }
-            try await waitUntil("a active again after the restart", timeout: 60) {
-                rig.roleChanges.contains { $0.name == "a" && $0.role == "active" && $0.at > restarted }
+            // The cloud answers once the phase that held the command is over (the instance stands by again,
+            // or is active in a new phase): only the next phase's listing is answered.
+            try await waitUntil("a back after the restart", timeout: 60) {
+                rig.said("a", "standby", after: restarted) != nil || rig.said("a", "active", after: restarted) != nil
             }
-            let back = rig.roleChanges.last { $0.name == "a" && $0.role == "active" }!.at.timeIntervalSince(sent)
-            guard back < 20 else {
-                // Past the journal's window, or too close to it to say which side the replay fell on.
+            h.lifx.release()
+            // A whole hand-back: the watching connection came back (its reconnect backs off while the broker
+            // starts), the instance takes over again, the LIFX cloud lists, the group acts.
+            try await waitUntil("a active again after the restart", timeout: 60) { rig.said("a", "active", after: restarted) != nil }
+            let back = rig.said("a", "active", after: restarted)!.timeIntervalSince(sent)
+            guard back < 29 else {
                 try await Task.sleep(for: .seconds(5))
                 #expect(rig.results["g1"] == nil || rig.results["g1"] == ["ok"], "\(rig.results)")
-                print("aHeldGroupCommandOutlivesTheConnection: taken over again \(String(format: "%.1f", back)) s after g1 (a starved run), not judged further; roles: \(roles())")
+                print("aHeldGroupCommandOutlivesTheConnection: active again \(String(format: "%.1f", back)) s after g1 was sent (a starved run), past what the journal is sure to keep; checked only that g1 was not answered twice; roles: \(roles())")
                 return
             }
             do {
                 try await waitUntil("g1 answered after the restart", timeout: 60) { rig.results["g1"] != nil }
             } catch {
-                Issue.record("g1 never answered; results \(rig.results); roles said: \(roles())")
+                Issue.record("g1 never answered (active again \(String(format: "%.1f", back)) s after it was sent); results \(rig.results); roles: \(roles())")
                 throw error
             }
             try await Task.sleep(for: .seconds(3))
@@ -198,6 +202,7 @@ enum Failover {
             defer { h.lifx.release() }
             try rig.start("a")
             try await rig.waitActive("a")
+            try await rig.waitInfo()
             let sent = ContinuousClock.now
             rig.probe.publish("\(rig.base)/bridge/request/device/rename", #"{"adapter": "lifx", "device": "kitchen", "to": "galley", "transaction": "r1"}"#)
             try await Task.sleep(for: .seconds(2))

@@ -51,6 +51,8 @@ public final class FailoverRig: @unchecked Sendable {
     struct Ledger {
         var roles: [String: String] = [:]
         var roleChanges: [RoleChange] = []
+        /// When `bridge/info` was read, each time.
+        var infos: [Date] = []
         var takeovers: [(event: JSONValue, at: Date)] = []
         var answers: [String: [Answer]] = [:]
         var answerLog: [Answer] = []
@@ -106,6 +108,8 @@ public final class FailoverRig: @unchecked Sendable {
         } else if m.topic == "\(base)/bridge/event" {
             guard let e = try? JSONValue.parse(m.payload), e["type"] == "takeover" else { return }
             ledger.withLock { $0.takeovers.append((e, m.at)) }
+        } else if m.topic == "\(base)/bridge/info" {
+            ledger.withLock { $0.infos.append(m.at) }
         } else if m.topic == "\(base)/bridge/log" {
             ledger.withLock { $0.logs.append(m.payload) }
         } else if m.topic.hasSuffix("/result") {
@@ -162,6 +166,18 @@ public final class FailoverRig: @unchecked Sendable {
     }
 
     public func waitActive(_ name: String, timeout: Double = 30) async throws { try await waitRole(name, "active", timeout: timeout) }
+
+    /// Waits for `bridge/info` from the latest active phase: its engine has subscribed to the command topics
+    /// by then (it says `active` before its engine starts, and a command published in between is not
+    /// delivered to it).
+    public func waitInfo(timeout: Double = 30) async throws {
+        try await waitUntil("bridge/info from the active instance", timeout: timeout) {
+            self.ledger.withLock { l in
+                guard let active = l.roleChanges.last(where: { $0.role == "active" })?.at else { return false }
+                return l.infos.contains { $0 >= active }
+            }
+        }
+    }
 
     /// Each time an instance said `active` while another's last word was `active` too, in words: what no kill,
     /// pause or stop may cause (design.md §18). Inside a broker restart's window the group picks an active

@@ -105,12 +105,18 @@ extension HTTPProbe {
         }
     }
 
-    /// A `/livez` answer by `ask`, asked again while it is 503, at most three times in all: the console
-    /// gives its engine 5 s to answer, on a cooperative pool that a loaded test process can hold for longer
-    /// (a core that does not answer in time is then what the bridge rightly reports). The last answer.
+    /// A `/livez` answer by `ask`, asked again (at most three times in all) while it is a 503 that came only
+    /// after the console's 5 s for the engine to answer: the engine's actor runs on a cooperative pool that a
+    /// loaded test process can hold for longer, and a core that does not answer in time is then what the
+    /// bridge rightly reports. A 503 that comes sooner is returned as it is. The last answer.
     public static func alive(_ ask: @Sendable () async throws -> Answer) async throws -> Answer {
-        var answer = try await ask()
-        for _ in 0..<2 where answer.status == 503 { answer = try await ask() }
+        var answer = Answer(status: 0, headers: [], body: "")
+        for attempt in 1...3 {
+            let started = ContinuousClock.now
+            answer = try await ask()
+            guard answer.status == 503, ContinuousClock.now - started >= .seconds(4.5) else { return answer }
+            print("/livez: 503 after \(ContinuousClock.now - started) (attempt \(attempt)): \(answer.body.prefix(100))")
+        }
         return answer
     }
 
