@@ -77,7 +77,7 @@ test:
 	swift build --build-tests $(SWIFT_FLAGS)
 	@$(MAKE) --no-print-directory deb
 	$(WATCHDOG) 1800 swift test --skip-build $(SWIFT_FLAGS) --skip NovaVMTests
-	$(WATCHDOG) 900 swift test --skip-build $(SWIFT_FLAGS) --filter NovaVMTests
+	$(WATCHDOG) 1800 swift test --skip-build $(SWIFT_FLAGS) --filter NovaVMTests
 
 ## The unit tier: every test that needs no broker, emulator or VM (docs/testing.md "Two tiers"). The suites
 ## that do are listed in Tests/integration-suites.txt; in this tier a test that starts a broker fails.
