@@ -38,8 +38,8 @@ enum BleVM {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let guest = "\(dir)/guest.sh"
         try Self.guestScript(dir: dir, bin: bin, sim: sim).writeForTest(toFile: guest, replacing: true)
-        // Software emulation (no KVM here): the whole run takes about 7.5 minutes on a quiet 2-core machine
-        // and did not finish in 8 beside two busy loops. The limits only end a VM that hangs.
+        // About 2 minutes on a quiet 2-core machine whose KVM cannot boot the guest (a minute's try, then
+        // software emulation); slower beside other work. The limits only end a VM that hangs.
         let child = try ChildProcess(path: "/bin/bash", arguments: [vm, guest, dir],
                                      environment: ProcessInfo.processInfo.environment.merging(["VM_TIMEOUT": "1200"]) { $1 },
                                      outputFile: "\(dir)/vm.log")

@@ -56,25 +56,37 @@ chmod +x "$R/init"
 (cd "$R" && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1 > "$WORK/initrd.gz")
 
 # KVM when this machine offers it (seconds instead of a minute), software emulation otherwise; a KVM
-# that cannot run this guest (nested virtualisation often cannot) falls back to emulation.
+# that cannot run this guest (nested virtualisation often cannot: the guest then never gets past its
+# firmware, and QEMU does not exit) falls back to emulation once the guest has not booted in KVM_BOOT s.
 LOG="$WORK/console.log"
+# $1: the accelerator's options; $2: seconds the guest has to boot (0: VM_TIMEOUT alone bounds it).
 boot() {
   echo "blevm: kernel $KVER, ${1%% -cpu*}"
+  : > "$LOG"
+  rm -f "$WORK/qemu.pid"
   # shellcheck disable=SC2086
-  timeout "${VM_TIMEOUT:-300}" qemu-system-x86_64 $1 -m 1024 -smp 2 \
+  ( timeout "${VM_TIMEOUT:-300}" qemu-system-x86_64 $1 -m 1024 -smp 2 -pidfile "$WORK/qemu.pid" \
     -nographic -no-reboot -kernel "kimg/boot/vmlinuz-$KVER" -initrd "$WORK/initrd.gz" \
     -append "console=ttyS0 loglevel=3 panic=-1" \
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
     -virtfs local,path="$SHARE",mount_tag=share,security_model=none,multidevs=remap \
     -virtfs local,path=/tmp,mount_tag=hosttmp,security_model=none,multidevs=remap \
-    2>&1 | tee "$LOG" || true
+    2>&1 | tee "$LOG" || true ) &
+  local vm=$! waited=0
+  if [ "$2" -gt 0 ]; then
+    while [ "$waited" -lt "$2" ] && kill -0 "$vm" 2>/dev/null && ! grep -q "== guest kernel" "$LOG"; do
+      sleep 1; waited=$((waited + 1))
+    done
+    if ! grep -q "== guest kernel" "$LOG" && [ -s "$WORK/qemu.pid" ]; then kill "$(cat "$WORK/qemu.pid")" 2>/dev/null || true; fi
+  fi
+  wait "$vm" || true
 }
 TCG="-accel tcg,thread=multi -cpu max"
 if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
-  boot "-accel kvm -cpu host"
-  grep -q "== guest kernel" "$LOG" || { echo "blevm: KVM could not boot the guest; emulating instead"; boot "$TCG"; }
+  boot "-accel kvm -cpu host" "${KVM_BOOT:-60}"
+  grep -q "== guest kernel" "$LOG" || { echo "blevm: KVM could not boot the guest in ${KVM_BOOT:-60} s; emulating instead"; boot "$TCG" 0; }
 else
-  boot "$TCG"
+  boot "$TCG" 0
 fi
 rc=$(sed -n 's/.*== guest script exit \([0-9]*\).*/\1/p' "$LOG" | tail -n 1)
 exit "${rc:-124}"
