@@ -67,8 +67,8 @@ run: build broker
 WATCHDOG := scripts/watchdog.sh
 ## At most this many tests at once (swift-testing reads the bound from the environment). Unbounded, a few
 ## hundred tests start together on the cooperative pool's two threads, and the first minute's CPU-bound
-## unit tests starve the ones that wait on time (docs/testing.md "A run that starves"); the run's length is
-## its longest test's (the soak), so the bound costs nothing.
+## unit tests starve the ones that wait on time (docs/testing.md "A run that starves"). On a quiet machine
+## the suite takes about a minute longer with it (the soak starts later).
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH ?= 16
 ## The packaging tests (PackagingTests) install what `make deb` makes: the release build comes first.
 test:
