@@ -358,6 +358,9 @@ actor SoakChecker {
 
     /// The breaches, the resource slopes over the run's second half (a breach past the tolerance), and
     /// the figures.
+    /// Seconds into a standby phase before its threads and open files count (rule 8).
+    static let standbySettle = 5.0
+
     func report() -> SoakReport {
         var r = SoakReport()
         // Rule 8 under hot standby. Threads and open files of each process: the standby role across its
@@ -385,6 +388,12 @@ actor SoakChecker {
                 if role == "active" {
                     let settled = mine.filter { $0.t - (phaseStart[$0.phase] ?? 0) >= SoakRun.settle }
                     if !settled.isEmpty { series.append(("\(process) \(role)", settled, held, true)) }
+                } else if role == "standby" {
+                    // A standby phase that follows an active one is judged once that phase's connections have
+                    // had time to close: a sample at the start of a standby phase, in a broker restart's
+                    // window, once read 5 open files above the standby level before it.
+                    let settled = mine.filter { $0.t - (phaseStart[$0.phase] ?? 0) >= Self.standbySettle }
+                    if !settled.isEmpty { series.append(("\(process) \(role)", settled, held, false)) }
                 } else {
                     series.append(("\(process) \(role)", mine, held, false))
                 }
