@@ -356,11 +356,11 @@ actor SoakChecker {
         for b in takeovers.overdue(now: now) { breach(b) }
     }
 
-    /// The breaches, the resource slopes over the run's second half (a breach past the tolerance), and
-    /// the figures.
     /// Seconds into a standby phase before its threads and open files count (rule 8).
     static let standbySettle = 5.0
 
+    /// The breaches, the resource slopes over the run's second half (a breach past the tolerance), and
+    /// the figures.
     func report() -> SoakReport {
         var r = SoakReport()
         // Rule 8 under hot standby. Threads and open files of each process: the standby role across its
@@ -385,18 +385,13 @@ actor SoakChecker {
             for role in ["bridge", "active", "standby"] {
                 let mine = all.filter { $0.role == role }
                 guard !mine.isEmpty else { continue }
-                if role == "active" {
-                    let settled = mine.filter { $0.t - (phaseStart[$0.phase] ?? 0) >= SoakRun.settle }
-                    if !settled.isEmpty { series.append(("\(process) \(role)", settled, held, true)) }
-                } else if role == "standby" {
-                    // A standby phase that follows an active one is judged once that phase's connections have
-                    // had time to close: a sample at the start of a standby phase, in a broker restart's
-                    // window, once read 5 open files above the standby level before it.
-                    let settled = mine.filter { $0.t - (phaseStart[$0.phase] ?? 0) >= Self.standbySettle }
-                    if !settled.isEmpty { series.append(("\(process) \(role)", settled, held, false)) }
-                } else {
-                    series.append(("\(process) \(role)", mine, held, false))
-                }
+                // Each phase counts from its settle time: an active one's once its adapters have opened their
+                // connections; a standby one after an active phase once that phase's connections have had
+                // time to close (a sample at the start of a standby phase, in a broker restart's window, once
+                // read 5 open files above the standby level before it). A plain bridge has one phase.
+                let settle = role == "active" ? SoakRun.settle : role == "standby" ? Self.standbySettle : 0
+                let settled = mine.filter { $0.t - (phaseStart[$0.phase] ?? 0) >= settle }
+                if !settled.isEmpty { series.append(("\(process) \(role)", settled, held, role == "active")) }
                 for phase in Set(mine.map(\.phase)).sorted() {
                     let n = mine.filter { $0.phase == phase }
                     series.append(("\(process) \(role) phase \(phase)", n, memory, false))
