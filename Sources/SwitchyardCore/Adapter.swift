@@ -121,20 +121,24 @@ public struct MirrorMessage: Sendable, Equatable {
 
 /// What an adapter's reports go to: the engine (`BridgeEngine.Host`, one per adapter instance), or in a
 /// test a twin that records them (`RecordingAdapterHost` in SwitchyardTestSupport). Each call is what the
-/// `AdapterContext` method of the same name documents.
+/// `AdapterContext` method of the same name documents. Every call runs on the caller's executor until it
+/// reaches the host's own (`nonisolated(nonsending)`, as the context's methods do): an adapter actor's
+/// reports from several of its tasks then arrive in the order the actor made them. Without it each call
+/// first hopped to the global executor, where a later report could overtake an earlier one (a failed
+/// command's revert overwritten by the optimistic state it reverted; ReportOrderTests).
 public protocol AdapterHost: Sendable {
-    func setDevices(_ devices: [DeviceDescriptor], authoritative: Bool, available: [String: Bool]) async
-    func update(_ deviceID: String, _ fields: [String: JSONValue]) async
-    func setAvailable(_ deviceID: String, _ available: Bool) async
-    func report(_ reports: [DeviceReport]) async
-    func setStatus(_ status: AdapterStatus) async
-    func recordRequest(error: String?) async
-    func log(_ level: BridgeLogLevel, _ message: String, deviceID: String?) async
-    func publish(_ messages: [MirrorMessage]) async
-    func setMirrorAvailable(_ available: Bool) async
-    func setMetrics(_ metrics: [String: JSONValue]) async
-    func event(_ type: String, _ data: [String: JSONValue]) async
-    func state(of deviceID: String) async -> [String: JSONValue]?
+    nonisolated(nonsending) func setDevices(_ devices: [DeviceDescriptor], authoritative: Bool, available: [String: Bool]) async
+    nonisolated(nonsending) func update(_ deviceID: String, _ fields: [String: JSONValue]) async
+    nonisolated(nonsending) func setAvailable(_ deviceID: String, _ available: Bool) async
+    nonisolated(nonsending) func report(_ reports: [DeviceReport]) async
+    nonisolated(nonsending) func setStatus(_ status: AdapterStatus) async
+    nonisolated(nonsending) func recordRequest(error: String?) async
+    nonisolated(nonsending) func log(_ level: BridgeLogLevel, _ message: String, deviceID: String?) async
+    nonisolated(nonsending) func publish(_ messages: [MirrorMessage]) async
+    nonisolated(nonsending) func setMirrorAvailable(_ available: Bool) async
+    nonisolated(nonsending) func setMetrics(_ metrics: [String: JSONValue]) async
+    nonisolated(nonsending) func event(_ type: String, _ data: [String: JSONValue]) async
+    nonisolated(nonsending) func state(of deviceID: String) async -> [String: JSONValue]?
 }
 
 /// The adapter's only way out: every call goes to its host (the core, which owns topics and publishing).
@@ -153,53 +157,53 @@ public struct AdapterContext: Sendable {
     /// upstream listings remove a device only after it is absent from 3 consecutive listings.
     /// `available` gives new devices their first availability (default online), so a device listed as
     /// unreachable never flashes `online`.
-    public func setDevices(_ devices: [DeviceDescriptor], authoritative: Bool, available: [String: Bool] = [:]) async {
+    public nonisolated(nonsending) func setDevices(_ devices: [DeviceDescriptor], authoritative: Bool, available: [String: Bool] = [:]) async {
         await host.setDevices(devices, authoritative: authoritative, available: available)
     }
     /// Merges fields into the device's state and publishes the full state if a rounded value changed.
-    public func update(_ deviceID: String, _ fields: [String: JSONValue]) async {
+    public nonisolated(nonsending) func update(_ deviceID: String, _ fields: [String: JSONValue]) async {
         await host.update(deviceID, fields)
     }
-    public func setAvailable(_ deviceID: String, _ available: Bool) async {
+    public nonisolated(nonsending) func setAvailable(_ deviceID: String, _ available: Bool) async {
         await host.setAvailable(deviceID, available)
     }
     /// Several devices' new state and availability in one hand-over (one hop to the engine, not one per
     /// field or per device): each is merged and published as `update` and `setAvailable` would, in order.
-    public func report(_ reports: [DeviceReport]) async {
+    public nonisolated(nonsending) func report(_ reports: [DeviceReport]) async {
         guard !reports.isEmpty else { return }
         await host.report(reports)
     }
-    public func setStatus(_ status: AdapterStatus) async {
+    public nonisolated(nonsending) func setStatus(_ status: AdapterStatus) async {
         await host.setStatus(status)
     }
     /// Counts an upstream request for bridge/health (`error` nil on success).
-    public func recordRequest(error: String?) async {
+    public nonisolated(nonsending) func recordRequest(error: String?) async {
         await host.recordRequest(error: error)
     }
     /// A warning or error a user should see on bridge/log (and in the process log, with the adapter and
     /// device as metadata).
-    public func log(_ level: BridgeLogLevel, _ message: String, deviceID: String? = nil) async {
+    public nonisolated(nonsending) func log(_ level: BridgeLogLevel, _ message: String, deviceID: String? = nil) async {
         await host.log(level, message, deviceID: deviceID)
     }
     /// Mirror adapters: publishes each message under `<base>/<adapter>/` (QoS 1), in order, in one call.
     /// An empty retained payload clears.
-    public func publish(_ messages: [MirrorMessage]) async {
+    public nonisolated(nonsending) func publish(_ messages: [MirrorMessage]) async {
         await host.publish(messages)
     }
     /// Mirror adapters: `<base>/<adapter>/availability`, set `offline` by the core on clean shutdown.
-    public func setMirrorAvailable(_ available: Bool) async {
+    public nonisolated(nonsending) func setMirrorAvailable(_ available: Bool) async {
         await host.setMirrorAvailable(available)
     }
     /// Adapter figures merged into this adapter's entry in bridge/health (rate budget, queue depth).
-    public func setMetrics(_ metrics: [String: JSONValue]) async {
+    public nonisolated(nonsending) func setMetrics(_ metrics: [String: JSONValue]) async {
         await host.setMetrics(metrics)
     }
     /// A `bridge/event` message (`{"type", "data"}`), not retained.
-    public func event(_ type: String, _ data: [String: JSONValue]) async {
+    public nonisolated(nonsending) func event(_ type: String, _ data: [String: JSONValue]) async {
         await host.event(type, data)
     }
     /// The device's current state as last reported or commanded.
-    public func state(of deviceID: String) async -> [String: JSONValue]? {
+    public nonisolated(nonsending) func state(of deviceID: String) async -> [String: JSONValue]? {
         await host.state(of: deviceID)
     }
 }

@@ -14,22 +14,22 @@ extension BridgeEngine {
         let adapterID: String
         let generation: UInt64
 
-        func setDevices(_ devices: [DeviceDescriptor], authoritative: Bool, available: [String: Bool]) async {
+        nonisolated(nonsending) func setDevices(_ devices: [DeviceDescriptor], authoritative: Bool, available: [String: Bool]) async {
             await engine.setDevices(adapterID, generation, devices, authoritative: authoritative, available: available)
         }
-        func update(_ deviceID: String, _ fields: [String: JSONValue]) async { await engine.update(adapterID, generation, deviceID, fields) }
-        func setAvailable(_ deviceID: String, _ available: Bool) async { await engine.setAvailable(adapterID, generation, deviceID, available) }
-        func report(_ reports: [DeviceReport]) async { await engine.report(adapterID, generation, reports) }
-        func setStatus(_ status: AdapterStatus) async { await engine.setStatus(adapterID, generation, status) }
-        func recordRequest(error: String?) async { await engine.recordRequest(adapterID, generation, error: error) }
-        func log(_ level: BridgeLogLevel, _ message: String, deviceID: String?) async {
+        nonisolated(nonsending) func update(_ deviceID: String, _ fields: [String: JSONValue]) async { await engine.update(adapterID, generation, deviceID, fields) }
+        nonisolated(nonsending) func setAvailable(_ deviceID: String, _ available: Bool) async { await engine.setAvailable(adapterID, generation, deviceID, available) }
+        nonisolated(nonsending) func report(_ reports: [DeviceReport]) async { await engine.report(adapterID, generation, reports) }
+        nonisolated(nonsending) func setStatus(_ status: AdapterStatus) async { await engine.setStatus(adapterID, generation, status) }
+        nonisolated(nonsending) func recordRequest(error: String?) async { await engine.recordRequest(adapterID, generation, error: error) }
+        nonisolated(nonsending) func log(_ level: BridgeLogLevel, _ message: String, deviceID: String?) async {
             await engine.adapterLog(adapterID, generation, level, message, deviceID: deviceID)
         }
-        func publish(_ messages: [MirrorMessage]) async { await engine.mirrorPublish(adapterID, generation, messages) }
-        func setMirrorAvailable(_ available: Bool) async { await engine.setMirrorAvailable(adapterID, generation, available) }
-        func setMetrics(_ metrics: [String: JSONValue]) async { await engine.setMetrics(adapterID, generation, metrics) }
-        func event(_ type: String, _ data: [String: JSONValue]) async { await engine.adapterEvent(adapterID, generation, type, data) }
-        func state(of deviceID: String) async -> [String: JSONValue]? { await engine.currentState(adapterID, deviceID) }
+        nonisolated(nonsending) func publish(_ messages: [MirrorMessage]) async { await engine.mirrorPublish(adapterID, generation, messages) }
+        nonisolated(nonsending) func setMirrorAvailable(_ available: Bool) async { await engine.setMirrorAvailable(adapterID, generation, available) }
+        nonisolated(nonsending) func setMetrics(_ metrics: [String: JSONValue]) async { await engine.setMetrics(adapterID, generation, metrics) }
+        nonisolated(nonsending) func event(_ type: String, _ data: [String: JSONValue]) async { await engine.adapterEvent(adapterID, generation, type, data) }
+        nonisolated(nonsending) func state(of deviceID: String) async -> [String: JSONValue]? { await engine.currentState(adapterID, deviceID) }
     }
 
     // MARK: from adapters (each call names the adapter instance it comes from: a stopped one is ignored)

@@ -32,7 +32,8 @@ import Testing
             #expect(play.actions.first?.1 == ["power": "on", "brightness": 0.3, "duration": 0.5])
             #expect(r.map { (try? $0.get()) != nil } == [true, true, true, false])
             #expect(r[3].error == "Hall Lamp offline (LIFX did not reach the light)")
-            #expect(rig.state(Self.kitchen)["brightness"] == 30 && rig.state(Self.hall)["brightness"] == 100)
+            #expect(rig.state(Self.kitchen)["brightness"] == 30 && rig.state(Self.hall)["brightness"] == 100,
+                    "hall: \(rig.host.reports(of: Self.hall)), requests: \(play.twin.lines)")
         }
     }
 

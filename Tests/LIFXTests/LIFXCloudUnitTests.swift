@@ -116,7 +116,8 @@ import Testing
             #expect(r.error == "Lounge: LIFX cloud error (HTTP 503); not retried (not an absolute set)")
             #expect(play.actions.map(\.0) == ["POST /v1/lights/group_id:06e3ec50395511e9a0757200055bf1c1/state/delta"])
             // Each light back at its own value.
-            #expect(rig.state(Self.left)["brightness"] == 30 && rig.state(Self.right)["brightness"] == 100)
+            #expect(rig.state(Self.left)["brightness"] == 30 && rig.state(Self.right)["brightness"] == 100,
+                    "left: \(rig.host.reports(of: Self.left)), right: \(rig.host.reports(of: Self.right)), requests: \(play.twin.lines)")
         }
     }
 

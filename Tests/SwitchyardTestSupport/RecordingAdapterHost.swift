@@ -69,7 +69,7 @@ public final class RecordingAdapterHost: AdapterHost, @unchecked Sendable {
 
     // MARK: AdapterHost
 
-    public func setDevices(_ devices: [DeviceDescriptor], authoritative: Bool, available: [String: Bool]) async {
+    public nonisolated(nonsending) func setDevices(_ devices: [DeviceDescriptor], authoritative: Bool, available: [String: Bool]) async {
         book.withLock { b in
             b.calls.append(.setDevices(devices, authoritative: authoritative, available: available))
             // Authoritative listings replace; upstream listings here keep what they do not name (the engine's
@@ -83,15 +83,15 @@ public final class RecordingAdapterHost: AdapterHost, @unchecked Sendable {
         }
     }
 
-    public func update(_ deviceID: String, _ fields: [String: JSONValue]) async {
+    public nonisolated(nonsending) func update(_ deviceID: String, _ fields: [String: JSONValue]) async {
         await report([DeviceReport(deviceID, fields: fields)])
     }
 
-    public func setAvailable(_ deviceID: String, _ available: Bool) async {
+    public nonisolated(nonsending) func setAvailable(_ deviceID: String, _ available: Bool) async {
         await report([DeviceReport(deviceID, available: available)])
     }
 
-    public func report(_ reports: [DeviceReport]) async {
+    public nonisolated(nonsending) func report(_ reports: [DeviceReport]) async {
         book.withLock { b in
             b.calls.append(.report(reports))
             for r in reports {
@@ -101,17 +101,17 @@ public final class RecordingAdapterHost: AdapterHost, @unchecked Sendable {
         }
     }
 
-    public func setStatus(_ status: AdapterStatus) async {
+    public nonisolated(nonsending) func setStatus(_ status: AdapterStatus) async {
         book.withLock { $0.calls.append(.status(status)); $0.status = status }
     }
 
-    public func recordRequest(error: String?) async { book.withLock { $0.calls.append(.request(error: error)) } }
+    public nonisolated(nonsending) func recordRequest(error: String?) async { book.withLock { $0.calls.append(.request(error: error)) } }
 
-    public func log(_ level: BridgeLogLevel, _ message: String, deviceID: String?) async {
+    public nonisolated(nonsending) func log(_ level: BridgeLogLevel, _ message: String, deviceID: String?) async {
         book.withLock { $0.calls.append(.log(level, message, deviceID: deviceID)) }
     }
 
-    public func publish(_ messages: [MirrorMessage]) async {
+    public nonisolated(nonsending) func publish(_ messages: [MirrorMessage]) async {
         book.withLock { b in
             b.calls.append(.publish(messages))
             for m in messages where m.retain {
@@ -120,11 +120,11 @@ public final class RecordingAdapterHost: AdapterHost, @unchecked Sendable {
         }
     }
 
-    public func setMirrorAvailable(_ available: Bool) async { book.withLock { $0.calls.append(.mirrorAvailable(available)) } }
+    public nonisolated(nonsending) func setMirrorAvailable(_ available: Bool) async { book.withLock { $0.calls.append(.mirrorAvailable(available)) } }
 
-    public func setMetrics(_ metrics: [String: JSONValue]) async { book.withLock { $0.calls.append(.metrics(metrics)) } }
+    public nonisolated(nonsending) func setMetrics(_ metrics: [String: JSONValue]) async { book.withLock { $0.calls.append(.metrics(metrics)) } }
 
-    public func event(_ type: String, _ data: [String: JSONValue]) async { book.withLock { $0.calls.append(.event(type, data)) } }
+    public nonisolated(nonsending) func event(_ type: String, _ data: [String: JSONValue]) async { book.withLock { $0.calls.append(.event(type, data)) } }
 
-    public func state(of deviceID: String) async -> [String: JSONValue]? { book.withLock { $0.states[deviceID] } }
+    public nonisolated(nonsending) func state(of deviceID: String) async -> [String: JSONValue]? { book.withLock { $0.states[deviceID] } }
 }

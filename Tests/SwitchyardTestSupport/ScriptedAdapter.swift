@@ -14,6 +14,8 @@ public actor ScriptedAdapter: Adapter {
     var context: AdapterContext?
     /// True while `run` runs: the engine must have ended it when it stops the adapter.
     public private(set) var running = false
+    /// How many `pushNext` made.
+    public private(set) var pushed = 0
 
     public init(id: String = "test", devices: [DeviceDescriptor], initial: [String: [String: JSONValue]] = [:]) {
         self.id = id
@@ -57,6 +59,12 @@ public actor ScriptedAdapter: Adapter {
 
     public func setFailure(_ message: String?) { failWith = message }
     public func push(_ deviceID: String, _ fields: [String: JSONValue]) async { await context?.update(deviceID, fields) }
+    /// The next of 1, 2, … 100, 1, 2, … as the device's brightness, numbered here on the adapter's own
+    /// executor (so the numbers are in the order the adapter made its reports, whichever tasks called it).
+    public func pushNext(_ deviceID: String) async {
+        pushed += 1
+        await context?.update(deviceID, ["brightness": JSONValue((pushed - 1) % 100 + 1)])
+    }
     public func report(_ reports: [DeviceReport]) async { await context?.report(reports) }
     public func list(_ devices: [DeviceDescriptor]) async {
         self.devices = devices

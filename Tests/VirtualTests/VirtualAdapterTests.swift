@@ -215,7 +215,7 @@ final class ListingHost: AdapterHost, @unchecked Sendable {
     /// What `onListing` came to: "ok", or its error.
     var outcome: String? { state.withLock { $0.outcome } }
 
-    func setDevices(_ devices: [DeviceDescriptor], authoritative: Bool, available: [String: Bool]) async {
+    nonisolated(nonsending) func setDevices(_ devices: [DeviceDescriptor], authoritative: Bool, available: [String: Bool]) async {
         await recording.setDevices(devices, authoritative: authoritative, available: available)
         guard state.withLock({ s in defer { s.listed = true }; return !s.listed }) else { return }
         let outcome: String
@@ -227,15 +227,15 @@ final class ListingHost: AdapterHost, @unchecked Sendable {
         }
         state.withLock { $0.outcome = outcome }
     }
-    func update(_ deviceID: String, _ fields: [String: JSONValue]) async { await recording.update(deviceID, fields) }
-    func setAvailable(_ deviceID: String, _ available: Bool) async { await recording.setAvailable(deviceID, available) }
-    func report(_ reports: [DeviceReport]) async { await recording.report(reports) }
-    func setStatus(_ status: AdapterStatus) async { await recording.setStatus(status) }
-    func recordRequest(error: String?) async { await recording.recordRequest(error: error) }
-    func log(_ level: BridgeLogLevel, _ message: String, deviceID: String?) async { await recording.log(level, message, deviceID: deviceID) }
-    func publish(_ messages: [MirrorMessage]) async { await recording.publish(messages) }
-    func setMirrorAvailable(_ available: Bool) async { await recording.setMirrorAvailable(available) }
-    func setMetrics(_ metrics: [String: JSONValue]) async { await recording.setMetrics(metrics) }
-    func event(_ type: String, _ data: [String: JSONValue]) async { await recording.event(type, data) }
-    func state(of deviceID: String) async -> [String: JSONValue]? { await recording.state(of: deviceID) }
+    nonisolated(nonsending) func update(_ deviceID: String, _ fields: [String: JSONValue]) async { await recording.update(deviceID, fields) }
+    nonisolated(nonsending) func setAvailable(_ deviceID: String, _ available: Bool) async { await recording.setAvailable(deviceID, available) }
+    nonisolated(nonsending) func report(_ reports: [DeviceReport]) async { await recording.report(reports) }
+    nonisolated(nonsending) func setStatus(_ status: AdapterStatus) async { await recording.setStatus(status) }
+    nonisolated(nonsending) func recordRequest(error: String?) async { await recording.recordRequest(error: error) }
+    nonisolated(nonsending) func log(_ level: BridgeLogLevel, _ message: String, deviceID: String?) async { await recording.log(level, message, deviceID: deviceID) }
+    nonisolated(nonsending) func publish(_ messages: [MirrorMessage]) async { await recording.publish(messages) }
+    nonisolated(nonsending) func setMirrorAvailable(_ available: Bool) async { await recording.setMirrorAvailable(available) }
+    nonisolated(nonsending) func setMetrics(_ metrics: [String: JSONValue]) async { await recording.setMetrics(metrics) }
+    nonisolated(nonsending) func event(_ type: String, _ data: [String: JSONValue]) async { await recording.event(type, data) }
+    nonisolated(nonsending) func state(of deviceID: String) async -> [String: JSONValue]? { await recording.state(of: deviceID) }
 }
