@@ -122,10 +122,11 @@ public struct MirrorMessage: Sendable, Equatable {
 /// What an adapter's reports go to: the engine (`BridgeEngine.Host`, one per adapter instance), or in a
 /// test a twin that records them (`RecordingAdapterHost` in SwitchyardTestSupport). Each call is what the
 /// `AdapterContext` method of the same name documents. Every call runs on the caller's executor until it
-/// reaches the host's own (`nonisolated(nonsending)`, as the context's methods do): an adapter actor's
-/// reports from several of its tasks then arrive in the order the actor made them. Without it each call
-/// first hopped to the global executor, where a later report could overtake an earlier one (a failed
-/// command's revert overwritten by the optimistic state it reverted; ReportOrderTests).
+/// reaches the host's own (`nonisolated(nonsending)`, as the context's methods do), with no stop on the
+/// global executor where a later report could overtake an earlier one: an adapter actor's reports from
+/// several of its tasks arrive in the order the actor made them (ReportOrderTests), as long as those tasks
+/// have one priority (an actor runs its queue by priority; the engine's adapter tasks all inherit one).
+/// A witness must say `nonisolated(nonsending)` too: a plain `async` one brings the hop back.
 public protocol AdapterHost: Sendable {
     nonisolated(nonsending) func setDevices(_ devices: [DeviceDescriptor], authoritative: Bool, available: [String: Bool]) async
     nonisolated(nonsending) func update(_ deviceID: String, _ fields: [String: JSONValue]) async

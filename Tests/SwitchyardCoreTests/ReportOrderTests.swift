@@ -3,10 +3,11 @@ import SwitchyardCore
 import SwitchyardTestSupport
 import Testing
 
-/// An adapter is an actor whose reports come from several tasks (its transports' loops, commands): the host
-/// must get them in the order the adapter made them, or a later state is overwritten by an earlier one (a
-/// failed command's revert by the optimistic state it reverts). `AdapterContext` and `AdapterHost` run on the
-/// caller's executor up to the host's own (`nonisolated(nonsending)`), so no hop in between can reorder them.
+/// An adapter is an actor whose reports come from several tasks (its transports' loops, commands) of one
+/// priority: the host must get them in the order the adapter made them, or a later state is overwritten by
+/// an earlier one (a failed command's revert by the optimistic state it reverts). `AdapterContext` and
+/// `AdapterHost` run on the caller's executor up to the host's own (`nonisolated(nonsending)`), so no hop in
+/// between can reorder them.
 @Suite struct ReportOrderTests {
     /// Numbers made on the adapter's executor, one report each, from many tasks at once.
     actor Numbering {

@@ -16,4 +16,7 @@ enum LIFXReport<Saw: Sendable>: Sendable {
     case status(AdapterStatus)
 }
 
-typealias LIFXReporter<Saw: Sendable> = @Sendable (LIFXReport<Saw>) async -> Void
+/// Runs on the transport's executor until it reaches the router's (`nonisolated(nonsending)`), so that what
+/// a transport's tasks report (a command's revert, a poll's reading) reaches the router in the order the
+/// transport made it, as `AdapterHost` does for the engine.
+typealias LIFXReporter<Saw: Sendable> = nonisolated(nonsending) @Sendable (LIFXReport<Saw>) async -> Void
