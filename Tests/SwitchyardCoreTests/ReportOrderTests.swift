@@ -1,4 +1,3 @@
-import Logging
 import SwitchyardCore
 import SwitchyardTestSupport
 import Testing
@@ -35,15 +34,7 @@ import Testing
 
     /// The same through the engine: the states it publishes follow the adapter's order.
     @Test func theEnginePublishesStatesInTheOrderTheAdapterMadeThem() async throws {
-        let t = InMemoryTransport()
-        var logger = Logger(label: "t")
-        logger.logLevel = .critical
-        let e = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: "b"), version: "t"), transport: t, logger: logger)
-        let a = ScriptedAdapter(devices: [ScriptedAdapter.lamp()])
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await e.run(adapters: [a]) }
-            defer { t.finish() }
-            try await waitUntil("its state") { t.published.contains { $0.topic == "b/test/lamp" } }
+        try await EngineTests().withEngine { _, t, a in
             // Brightness is 0–100: rounds of 1…100, each from 100 tasks at once, 0 in between.
             var rounds: [[Int]] = []
             for _ in 0..<100 {
