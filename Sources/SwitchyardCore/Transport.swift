@@ -256,13 +256,14 @@ public final class InMemoryTransport: MQTTTransport {
                 if case .bytes(let b) = p.body, b.isEmpty { l[p.topic] = nil } else { l[p.topic] = p.body }
             }
         }
-        for p in batch {
-            let payload = p.payload
-            state.withLock {
-                $0.published.append(Published(topic: p.topic, payload: String(decoding: payload, as: UTF8.self), qos: p.qos, retain: p.retain,
-                                               properties: p.properties))
-                $0.stats.published += 1
-            }
+        // One batch is recorded under one lock, so a reader sees all of it or none of it, as the engine
+        // handed it over (a group's state and its availability, say).
+        let records = batch.map { p in
+            Published(topic: p.topic, payload: String(decoding: p.payload, as: UTF8.self), qos: p.qos, retain: p.retain, properties: p.properties)
+        }
+        state.withLock {
+            $0.published.append(contentsOf: records)
+            $0.stats.published += records.count
         }
     }
     public func setSubscriptions(_ filters: [String]) { state.withLock { $0.subscriptions = filters } }
