@@ -34,7 +34,12 @@ public final class UpstreamLease: Sendable {
     /// Throws when a lease is bound and no longer valid.
     public static func check() throws {
         if let lease = current, !lease.isValid() {
-            throw AdapterError("instance '\(lease.name)' is no longer sure to be the active bridge: nothing is sent upstream")
+            throw AdapterError(refusal(lease))
         }
+    }
+
+    /// What a request refused for an invalid lease says.
+    public static func refusal(_ lease: UpstreamLease) -> String {
+        "instance '\(lease.name)' is no longer sure to be the active bridge: nothing is sent upstream"
     }
 }

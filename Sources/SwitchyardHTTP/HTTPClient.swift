@@ -152,16 +152,19 @@ public final class HTTPClient: HTTPTransport, Sendable {
         if let unavailable { throw HTTPError(kind: .other, message: unavailable) }
         // Under hot standby, nothing leaves an instance that may have been replaced (design.md §18), and what
         // does says which instance sent it (an upstream's logs, and the failover test, tell them apart).
+        // The lease is asked again on the transfer thread right before the request goes out (`prereq`): the
+        // process may be paused between here and there, and resumed after another instance took over.
         try UpstreamLease.check()
         var request = request
-        if let lease = UpstreamLease.current { request.headers.append(("X-Switchyard-Instance", lease.name)) }
+        let lease = UpstreamLease.current
+        if let lease { request.headers.append(("X-Switchyard-Instance", lease.name)) }
         let id = shared.withLock { s -> UInt64 in
             s.nextID += 1
             return s.nextID
         }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<HTTPResponse, any Error>) in
-                let t = Transfer(id: id, request: request, continuation: c,
+                let t = Transfer(id: id, request: request, continuation: c, lease: lease,
                                  maxBody: options.maxResponseBytes, maxHeaders: options.maxHeaderBytes, bounds: Bounds.counter)
                 // Checked under the lock that `onCancel` takes: the task's cancelled flag is set before its
                 // handler runs, so either the handler's `.cancel` comes after this `.start` in the commands,
@@ -190,6 +193,8 @@ final class Transfer {
     let id: UInt64
     let request: HTTPRequest
     let continuation: CheckedContinuation<HTTPResponse, any Error>
+    /// The upstream lease the request was made under (hot standby), asked again right before it is sent.
+    let lease: UpstreamLease?
     var easy: UnsafeMutableRawPointer?
     var headerList: UnsafeMutablePointer<curl_slist>?
     var body: [UInt8] = []
@@ -202,11 +207,12 @@ final class Transfer {
     /// Set when the response passed a bound: the callback refused it and the transfer fails with this.
     var refused: String?
 
-    init(id: UInt64, request: HTTPRequest, continuation: CheckedContinuation<HTTPResponse, any Error>, maxBody: Int, maxHeaders: Int,
-         bounds: BoundsCounter) {
+    init(id: UInt64, request: HTTPRequest, continuation: CheckedContinuation<HTTPResponse, any Error>, lease: UpstreamLease?,
+         maxBody: Int, maxHeaders: Int, bounds: BoundsCounter) {
         self.id = id
         self.request = request
         self.continuation = continuation
+        self.lease = lease
         self.maxBody = maxBody
         self.maxHeaders = maxHeaders
         self.bounds = bounds
@@ -226,6 +232,17 @@ enum CurlCallbacks {
         }
         ptr.withMemoryRebound(to: UInt8.self, capacity: size * n) { t.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: size * n)) }
         return size * n
+    }
+    /// Right before the request is sent, on an open connection: a request made under a lease that is no longer
+    /// valid is aborted, so that one queued (or connecting) when the process was paused does not go out when
+    /// it resumes after another instance took over (design.md §18 rule 3).
+    static let prereq: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutablePointer<CChar>?, UnsafeMutablePointer<CChar>?, Int32, Int32) -> Int32 = {
+        ud, _, _, _, _ in
+        guard let ud else { return Int32(CURL_PREREQFUNC_OK) }
+        let t = Unmanaged<Transfer>.fromOpaque(ud).takeUnretainedValue()
+        guard let lease = t.lease, !lease.valid else { return Int32(CURL_PREREQFUNC_OK) }
+        t.refused = UpstreamLease.refusal(lease)
+        return Int32(CURL_PREREQFUNC_ABORT)
     }
     static let header: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { ptr, size, n, ud in
         guard let ptr, let ud else { return 0 }
@@ -334,6 +351,10 @@ final class CurlLoop {
         ccurl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, ud)
         ccurl_easy_setopt_write(easy, CURLOPT_HEADERFUNCTION, CurlCallbacks.header)
         ccurl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, ud)
+        if t.lease != nil {
+            ccurl_easy_setopt_prereq(easy, CurlCallbacks.prereq)
+            ccurl_easy_setopt_pointer(easy, CURLOPT_PREREQDATA, ud)
+        }
         var list: UnsafeMutablePointer<curl_slist>? = nil
         for (k, v) in r.headers { list = ccurl_slist_append(list, "\(k): \(v)") }
         if r.body != nil { list = ccurl_slist_append(list, "Expect:") }   // no 100-continue round trip

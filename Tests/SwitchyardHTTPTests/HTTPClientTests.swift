@@ -200,4 +200,28 @@ import SwitchyardHTTP
             }
         }
     }
+
+    /// A process paused after the request was checked and before it went out (the check is on the caller's
+    /// task, the sending on the transfer thread) resumes with the lease gone: the request is asked again
+    /// right before it is sent, and does not go. The lease here is valid for its first question only.
+    @Test func aRequestWhoseLeaseEndsBeforeItIsSentDoesNotGo() async throws {
+        try await HTTPClientTests.withServer { s in
+            try await HTTPClient.withClient { c in
+                let asked = Locked(0)
+                let lease = UpstreamLease(name: "west") { asked.withLock { $0 += 1; return $0 == 1 } }
+                try await UpstreamLease.$current.withValue(lease) {
+                    do {
+                        let r = try await c.get("\(s.baseURL)/hello")
+                        Issue.record("the request went out with status \(r.status)")
+                    } catch let e as HTTPError {
+                        #expect(e.message == "instance 'west' is no longer sure to be the active bridge: nothing is sent upstream")
+                    }
+                }
+                #expect(asked.withLock { $0 } == 2)
+                #expect(s.received.isEmpty)
+                // The client goes on: the next request, without a lease, is sent.
+                #expect(try await c.get("\(s.baseURL)/hello").status == 200)
+            }
+        }
+    }
 }
