@@ -7,7 +7,8 @@
 ///
 /// The runtime binds one for the engine's run (`UpstreamLease.$current`); every task under it (adapters,
 /// their workers and transports) inherits it, and the places that send to an upstream ask `check()` right
-/// before they send: the HTTP client, the LIFX LAN socket, Home Assistant's service calls.
+/// before they send: the HTTP client, the LIFX LAN socket, Home Assistant's service calls. The HTTP client
+/// asks `valid` again on its transfer thread right before a request is started (a pause may fall between).
 public final class UpstreamLease: Sendable {
     @TaskLocal public static var current: UpstreamLease?
 
