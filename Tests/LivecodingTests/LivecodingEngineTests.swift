@@ -56,7 +56,10 @@ import Testing
         try await with(authorised: false) { b, _ in
             #expect(try await b.waitForState("livecoding", "auth") { $0["status"] == "missing" }["expires_at"] == .null)
             try await b.waitFor("b/livecoding/auth/availability", "online")
-            #expect(b.last("b/livecoding/alice/availability") == "offline")
+            // A channel's first availability is part of its announcement, which goes out after the states
+            // (design.md §16): it comes, and it is offline, never online.
+            try await b.waitFor("b/livecoding/alice/availability", "offline")
+            #expect(!b.transport.published.contains { $0.topic == "b/livecoding/alice/availability" && $0.payload == "online" })
         }
     }
 }
