@@ -49,7 +49,10 @@ import Testing
         #expect(info["config"]?["lifx"]?["token"] == "***")
         bridge.signal(SIGTERM)
         #expect(try await bridge.waitForExit() == 0)
-        #expect(probe.last("\(base)/lifx/kitchen/ceiling/availability") == "offline")
+        // Published before the bridge exits; the probe hears it a moment later (bounded).
+        try await waitUntil("the ceiling's last availability is offline", timeout: 10) {
+            probe.last("\(base)/lifx/kitchen/ceiling/availability") == "offline"
+        }
         #expect(!probe.messages.contains { $0.payload.contains(token) })
         #expect(!bridge.outputText.contains(token))
         await sim.stop()
