@@ -172,6 +172,8 @@ public actor BridgeEngine {
     var errorWindow: (start: MonotonicInstant, logged: Int, suppressed: Int)?
     public static let errorLogsPerSecond = 100
     var stopped = false
+    /// `run` has set the subscriptions and serves.
+    var serving = false
     /// The bridge device's discovery topics as last announced.
     var bridgeDiscoveryTopics: [String] = []
     /// The clearing of orphaned discovery configs, once per process (see `DiscoverySweep`).
@@ -236,9 +238,12 @@ public actor BridgeEngine {
     // MARK: lifecycle
 
     /// Sets the static part of bridge/info (version, broker, redacted config) and publishes it.
+    /// Kept, and published once `run` serves: `bridge/info` tells a client the bridge is there, and it goes
+    /// out only after the engine's subscriptions, so a request sent on seeing it is heard (a standby
+    /// instance's takeover sets it before `run`).
     public func setInfo(_ info: JSONValue) {
         self.info = info
-        publishInfo()
+        if serving { publishInfo() }
     }
 
     public func setReloader(_ reloader: @escaping @Sendable () async throws -> JSONValue) {
@@ -257,6 +262,7 @@ public actor BridgeEngine {
 
     func serve(adapters: [any Adapter]) async {
         updateSubscriptions(force: true)
+        serving = true
         publishInfo()
         publishDeviceList()
         for a in adapters { startAdapter(a) }

@@ -371,6 +371,25 @@ actor EchoAdapter: Adapter {
         }
     }
 
+    /// `bridge/info` tells a client the bridge is there: set before `run` (a standby instance's takeover
+    /// does), it is kept and published only once the engine has set its subscriptions, so that a request
+    /// sent on seeing it is not published before anyone listens.
+    @Test func bridgeInfoGoesOutOnlyOnceTheEngineIsSubscribed() async throws {
+        let t = InMemoryTransport()
+        var logger = Logger(label: "t")
+        logger.logLevel = .critical
+        let e = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: "b"), version: "t"), transport: t, logger: logger)
+        await e.setInfo(["standby": "east"])
+        #expect(!t.published.contains { $0.topic == "b/bridge/info" })
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await e.run(adapters: []) }
+            defer { t.finish() }
+            try await waitUntil("bridge/info") { t.published.contains { $0.topic == "b/bridge/info" } }
+            #expect(t.subscriptions.contains("b/bridge/request/#"))
+            #expect(t.published.first { $0.topic == "b/bridge/info" }?.payload.contains(#""standby":"east""#) == true)
+        }
+    }
+
     @Test func quantisedValuesDoNotRepublish() async throws {
         try await withEngine { _, t, a in
             await a.push("lamp-1", ["brightness": 29.999237])
