@@ -93,13 +93,18 @@ actor EchoAdapter: Adapter {
     }
 }
 
+/// An engine over `t` (base `b` unless `settings` say otherwise) that logs only what is critical; not running.
+func quietEngine(_ t: InMemoryTransport, _ settings: EngineSettings = EngineSettings(scheme: TopicScheme(base: "b"), version: "t")) -> BridgeEngine {
+    var logger = Logger(label: "t")
+    logger.logLevel = .critical
+    return BridgeEngine(settings: settings, transport: t, logger: logger)
+}
+
 /// Where two things meet over time: a command during a reload, a command for a device that is not
 /// there. Each command with a transaction gets exactly one result (docs/topics.md "Commands").
 @Suite struct EngineSeamTests {
     func engine(_ t: InMemoryTransport, drain: Double = 30) -> BridgeEngine {
-        var logger = Logger(label: "t")
-        logger.logLevel = .critical
-        return BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: "b"), version: "t", drainTimeout: drain), transport: t, logger: logger)
+        quietEngine(t, EngineSettings(scheme: TopicScheme(base: "b"), version: "t", drainTimeout: drain))
     }
 
     func command(_ t: InMemoryTransport, _ n: Int, device: String = "lamp") {
@@ -294,9 +299,7 @@ actor EchoAdapter: Adapter {
     /// unknown, and its command answered once.
     @Test func aDeviceTheGroupKnewThatNeverComesIsUnknownAfterTheSettleTime() async throws {
         let t = InMemoryTransport()
-        var logger = Logger(label: "t")
-        logger.logLevel = .critical
-        let e = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: "b"), version: "t", settleTimeout: 0.5), transport: t, logger: logger)
+        let e = quietEngine(t, EngineSettings(scheme: TopicScheme(base: "b"), version: "t", settleTimeout: 0.5))
         await e.expectDevices(["test": ["desk"]])
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await e.run(adapters: [ScriptedAdapter(devices: [ScriptedAdapter.lamp()])]) }
@@ -358,9 +361,7 @@ actor EchoAdapter: Adapter {
     /// The engine running with one scripted adapter over the in-memory transport, for `body`.
     func withEngine<R: Sendable>(_ body: (BridgeEngine, InMemoryTransport, ScriptedAdapter) async throws -> R) async throws -> R {
         let t = InMemoryTransport()
-        var logger = Logger(label: "t")
-        logger.logLevel = .critical
-        let e = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: "b"), version: "t"), transport: t, logger: logger)
+        let e = quietEngine(t)
         let a = ScriptedAdapter(devices: [ScriptedAdapter.lamp()])
         return try await withThrowingTaskGroup(of: Void.self, returning: R.self) { group in
             group.addTask { await e.run(adapters: [a]) }
@@ -376,9 +377,7 @@ actor EchoAdapter: Adapter {
     /// sent on seeing it is not published before anyone listens.
     @Test func bridgeInfoGoesOutOnlyOnceTheEngineIsSubscribed() async throws {
         let t = InMemoryTransport()
-        var logger = Logger(label: "t")
-        logger.logLevel = .critical
-        let e = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: "b"), version: "t"), transport: t, logger: logger)
+        let e = quietEngine(t)
         await e.setInfo(["standby": "east"])
         #expect(!t.published.contains { $0.topic == "b/bridge/info" })
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -435,9 +434,7 @@ actor EchoAdapter: Adapter {
     /// When `run` returns, every adapter has stopped and every device is offline, in that order.
     @Test func runEndsWithTheAdaptersStoppedAndEveryDeviceOffline() async throws {
         let t = InMemoryTransport()
-        var logger = Logger(label: "t")
-        logger.logLevel = .critical
-        let e = BridgeEngine(settings: EngineSettings(scheme: TopicScheme(base: "b"), version: "t"), transport: t, logger: logger)
+        let e = quietEngine(t)
         let a = ScriptedAdapter(devices: [ScriptedAdapter.lamp()])
         let running = Task { await e.run(adapters: [a]) }
         try await waitUntil("online") { t.published.contains { $0.topic == "b/test/lamp/availability" && $0.payload == "online" } }
