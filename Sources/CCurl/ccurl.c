@@ -88,7 +88,7 @@ CURLcode ccurl_easy_setopt_off(CURL *h, CURLoption o, curl_off_t v) { return api
 CURLcode ccurl_easy_setopt_write(CURL *h, CURLoption o, size_t (*f)(char *, size_t, size_t, void *)) {
     return api.easy_setopt(h, o, f);
 }
-CURLcode ccurl_easy_setopt_prereq(CURL *h, int (*f)(void *, char *, char *, int, int)) {
+CURLcode ccurl_easy_setopt_prereq(CURL *h, curl_prereq_callback f) {
     return api.easy_setopt(h, CURLOPT_PREREQFUNCTION, f);
 }
 CURLcode ccurl_easy_getinfo_long(CURL *h, CURLINFO i, long *v) { return api.easy_getinfo(h, i, v); }

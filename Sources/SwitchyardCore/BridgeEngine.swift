@@ -237,10 +237,9 @@ public actor BridgeEngine {
 
     // MARK: lifecycle
 
-    /// Sets the static part of bridge/info (version, broker, redacted config) and publishes it.
-    /// Kept, and published once `run` serves: `bridge/info` tells a client the bridge is there, and it goes
-    /// out only after the engine's subscriptions, so a request sent on seeing it is heard (a standby
-    /// instance's takeover sets it before `run`).
+    /// Sets the static part of bridge/info (version, broker, redacted config) and publishes it once `run`
+    /// serves: `bridge/info` tells a client the bridge is there, so it goes out only after the engine's
+    /// subscriptions, and a request sent on seeing it is heard (a standby takeover sets it before `run`).
     public func setInfo(_ info: JSONValue) {
         self.info = info
         if serving { publishInfo() }

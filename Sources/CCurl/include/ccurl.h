@@ -34,7 +34,7 @@ CURLcode ccurl_easy_setopt_slist(CURL *h, CURLoption o, struct curl_slist *v);
 CURLcode ccurl_easy_setopt_off(CURL *h, CURLoption o, curl_off_t v);
 CURLcode ccurl_easy_setopt_write(CURL *h, CURLoption o, size_t (*f)(char *, size_t, size_t, void *));
 /* CURLOPT_PREREQFUNCTION (libcurl 7.80): called once the connection is up, right before the request is sent. */
-CURLcode ccurl_easy_setopt_prereq(CURL *h, int (*f)(void *, char *, char *, int, int));
+CURLcode ccurl_easy_setopt_prereq(CURL *h, curl_prereq_callback f);
 CURLcode ccurl_easy_getinfo_long(CURL *h, CURLINFO i, long *v);
 CURLcode ccurl_easy_getinfo_pointer(CURL *h, CURLINFO i, void **v);
 CURLMcode ccurl_multi_setopt_long(CURLM *m, CURLMoption o, long v);
