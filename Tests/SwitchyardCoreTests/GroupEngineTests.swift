@@ -257,6 +257,33 @@ import SwitchyardTestSupport
         #expect(GroupWatch.failedInLog("group/all: 2 of 3 members failed: beta/plug: the plug is unplugged; alpha/two: x; y") == ["beta/plug", "alpha/two"])
         #expect(GroupWatch.failedInLog("lifx: something else") == nil)
     }
+
+    /// A member's state, then the active instance stopped before its group's state went out (the soak's
+    /// SIGSTOP falls between two publications): nothing is due until another instance takes over, and then
+    /// once that one has had its settle time and the window.
+    @Test func aGroupLeftBehindByAStoppedInstanceIsTheNextOnesToPutRight() {
+        var w = GroupWatch(groups: ["group/all": .init(leaves: ["alpha/one", "beta/plug"])])
+        for (rel, payload) in [("alpha/one", #"{"state":"OFF"}"#), ("beta/plug", #"{"state":"OFF"}"#), ("alpha/one/availability", "online"),
+                               ("beta/plug/availability", "online"), ("group/all", #"{"state":"OFF"}"#)] {
+            #expect(w.see(rel: rel, payload: Array(payload.utf8), at: 1) == nil)
+        }
+        #expect(w.see(rel: "alpha/one", payload: Array(#"{"state":"ON"}"#.utf8), at: 2) == nil)
+        w.activeStops()
+        #expect(w.due(at: 12) == nil)
+        w.takenOver(at: 13, settle: 15)
+        #expect(w.due(at: 32) == nil)
+        #expect(w.due(at: 33.5)?.contains("group/all for 31.5 s: group/all is OFF although its members say ON") == true)
+        // Put right in time by the new instance: nothing due.
+        #expect(w.see(rel: "beta/plug", payload: Array(#"{"state":"ON"}"#.utf8), at: 40) == nil)
+        w.activeStops()
+        w.takenOver(at: 45, settle: 15)
+        #expect(w.see(rel: "group/all", payload: Array(#"{"state":"ON"}"#.utf8), at: 50) == nil)
+        #expect(w.due(at: 100) == nil)
+        // A takeover with nothing stopped (a broker restart's) changes nothing: a disagreement is due as ever.
+        #expect(w.see(rel: "group/all", payload: Array(#"{"state":"OFF"}"#.utf8), at: 101) == nil)
+        w.takenOver(at: 102, settle: 15)
+        #expect(w.due(at: 106.5) != nil)
+    }
 }
 
 /// An adapter that never lists its devices (an upstream that does not answer): commands for its devices, and

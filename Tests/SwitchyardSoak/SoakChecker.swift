@@ -319,6 +319,7 @@ actor SoakChecker {
         let count = takeovers.takeovers.count
         if let b = takeovers.event(Array(m.payload.utf8), at: t, explained: inBrokerWindow(t)) { breach(b) }
         guard takeovers.takeovers.count > count, let last = takeovers.takeovers.last else { return }
+        groups.takenOver(at: t, settle: SoakRun.settle)
         let a = activation(seen: t)
         upstream.activated(last.to, at: a.at, uncertain: a.uncertain)
         event("takeover \(last.from ?? "none") → \(last.to), gap_ms \(Int(last.gapMs))"
@@ -338,6 +339,7 @@ actor SoakChecker {
         // The new instance carries out again what the stopped one had taken by the time it has settled.
         ledger.handOver(until: t + within + SoakRun.settle)
         takeovers.expect(from: name, what: what, at: t, within: within)
+        groups.activeStops()
         faultBegins("takeover", "\(what) of \(name), the active instance")
         faultBegins("down:" + name, "")
         return t

@@ -294,9 +294,26 @@ public struct GroupWatch: Sendable {
     /// Disagreements under way are forgotten (a broker restart: the retained topics come back in the broker's order).
     public mutating func forgetPending() { pending.removeAll() }
 
-    /// The first group still disagreeing with its members `window` seconds after it began (then forgotten).
+    /// The active instance is stopped (kill -9 or SIGSTOP) until another takes over. A member's state and
+    /// its group's next state are two publications; a stop can fall between them, and nobody publishes the
+    /// group's until the takeover. Meanwhile nothing is due.
+    public private(set) var activeStopped = false
+    public mutating func activeStops() { activeStopped = true }
+
+    /// Another instance took over at `at`: what is pending, or comes pending while it settles, is its to put
+    /// right once it has settled, within `window` after `settle` seconds (the time the engine gives itself
+    /// to list its devices).
+    public mutating func takenOver(at: Double, settle: Double) {
+        guard activeStopped else { return }
+        activeStopped = false
+        settledAt = at + settle
+    }
+    var settledAt = -Double.infinity
+
+    /// The first group still disagreeing with its members `window` seconds after it began (or after the new
+    /// active instance settled), then forgotten.
     public mutating func due(at: Double) -> String? {
-        guard let (group, p) = pending.first(where: { at - $0.value.since > window }) else { return nil }
+        guard !activeStopped, let (group, p) = pending.first(where: { at - max($0.value.since, settledAt) > window }) else { return nil }
         pending[group] = nil
         return String(format: "%@ for %.1f s: ", group, at - p.since) + p.why
     }
