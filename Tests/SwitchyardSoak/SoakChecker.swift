@@ -347,6 +347,7 @@ actor SoakChecker {
 
     func handOverEnds(_ name: String, grace: Double) {
         faultEnds("takeover", grace: grace)
+        groups.stopEnds(at: now)
         faultEnds("down:" + name, grace: 10)
     }
 

@@ -310,6 +310,14 @@ public struct GroupWatch: Sendable {
     }
     var settledAt = -Double.infinity
 
+    /// The schedule's stop is over with no takeover seen (it will have said so, a breach of its own; or the
+    /// paused instance stayed active): deadlines run again from `at`.
+    public mutating func stopEnds(at: Double) {
+        guard activeStopped else { return }
+        activeStopped = false
+        settledAt = at
+    }
+
     /// The first group still disagreeing with its members `window` seconds after it began (or after the new
     /// active instance settled), then forgotten.
     public mutating func due(at: Double) -> String? {
