@@ -270,13 +270,13 @@ import SwitchyardTestSupport
         #expect(w.see(rel: "alpha/one", payload: Array(#"{"state":"ON"}"#.utf8), at: 2) == nil)
         w.activeStops()
         #expect(w.due(at: 12) == nil)
-        w.takenOver(at: 13, settle: 15)
+        w.resume(deadlinesFrom: 13 + 15)  // a takeover at 13, then the 15 s settle time
         #expect(w.due(at: 32) == nil)
         #expect(w.due(at: 33.5)?.contains("group/all for 31.5 s: group/all is OFF although its members say ON") == true)
         // Put right in time by the new instance: nothing due.
         #expect(w.see(rel: "beta/plug", payload: Array(#"{"state":"ON"}"#.utf8), at: 40) == nil)
         w.activeStops()
-        w.takenOver(at: 45, settle: 15)
+        w.resume(deadlinesFrom: 45 + 15)
         #expect(w.due(at: 49) == nil)
         #expect(w.see(rel: "group/all", payload: Array(#"{"state":"ON"}"#.utf8), at: 50) == nil)
         #expect(w.due(at: 100) == nil)
@@ -284,12 +284,12 @@ import SwitchyardTestSupport
         #expect(w.see(rel: "beta/plug", payload: Array(#"{"state":"OFF"}"#.utf8), at: 90) == nil)
         #expect(w.see(rel: "alpha/one", payload: Array(#"{"state":"OFF"}"#.utf8), at: 91) == nil)
         w.activeStops()
-        w.stopEnds(at: 95)
+        w.resume(deadlinesFrom: 95)
         #expect(w.due(at: 99.5) == nil)
         #expect(w.due(at: 100.5)?.contains("group/all for 9.5 s: group/all is ON although its members say OFF") == true)
         // A takeover with nothing stopped (a broker restart's) changes nothing: a disagreement is due as ever.
         #expect(w.see(rel: "group/all", payload: Array(#"{"state":"ON"}"#.utf8), at: 101) == nil)
-        w.takenOver(at: 102, settle: 15)
+        w.resume(deadlinesFrom: 102 + 15)
         #expect(w.due(at: 106.5) != nil)
     }
 }

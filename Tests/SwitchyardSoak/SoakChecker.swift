@@ -319,7 +319,7 @@ actor SoakChecker {
         let count = takeovers.takeovers.count
         if let b = takeovers.event(Array(m.payload.utf8), at: t, explained: inBrokerWindow(t)) { breach(b) }
         guard takeovers.takeovers.count > count, let last = takeovers.takeovers.last else { return }
-        groups.takenOver(at: t, settle: SoakRun.settle)
+        groups.resume(deadlinesFrom: t + SoakRun.settle)
         let a = activation(seen: t)
         upstream.activated(last.to, at: a.at, uncertain: a.uncertain)
         event("takeover \(last.from ?? "none") → \(last.to), gap_ms \(Int(last.gapMs))"
@@ -347,7 +347,7 @@ actor SoakChecker {
 
     func handOverEnds(_ name: String, grace: Double) {
         faultEnds("takeover", grace: grace)
-        groups.stopEnds(at: now)
+        groups.resume(deadlinesFrom: now)
         faultEnds("down:" + name, grace: 10)
     }
 

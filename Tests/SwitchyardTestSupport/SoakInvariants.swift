@@ -297,26 +297,19 @@ public struct GroupWatch: Sendable {
     /// The active instance is stopped (kill -9 or SIGSTOP) until another takes over. A member's state and
     /// its group's next state are two publications; a stop can fall between them, and nobody publishes the
     /// group's until the takeover. Meanwhile nothing is due.
-    public private(set) var activeStopped = false
+    var activeStopped = false
     public mutating func activeStops() { activeStopped = true }
 
-    /// Another instance took over at `at`: what is pending, or comes pending while it settles, is its to put
-    /// right once it has settled, within `window` after `settle` seconds (the time the engine gives itself
-    /// to list its devices).
-    public mutating func takenOver(at: Double, settle: Double) {
+    /// The stop is over at `from`: at a takeover, that plus the new instance's settle time (what is pending, or
+    /// comes pending while it settles, is its to put right within `window` after); or the schedule's stop ended
+    /// with no takeover seen (a breach of its own). Nothing happens when nothing was stopped (a broker
+    /// restart's takeover).
+    public mutating func resume(deadlinesFrom from: Double) {
         guard activeStopped else { return }
         activeStopped = false
-        settledAt = at + settle
+        settledAt = from
     }
     var settledAt = -Double.infinity
-
-    /// The schedule's stop is over with no takeover seen (it will have said so, a breach of its own; or the
-    /// paused instance stayed active): deadlines run again from `at`.
-    public mutating func stopEnds(at: Double) {
-        guard activeStopped else { return }
-        activeStopped = false
-        settledAt = at
-    }
 
     /// The first group still disagreeing with its members `window` seconds after it began (or after the new
     /// active instance settled), then forgotten.
