@@ -404,16 +404,20 @@ func quietEngine(_ t: InMemoryTransport, _ settings: EngineSettings = EngineSett
     @Test func oneReportCarriesSeveralDevicesStateAndAvailability() async throws {
         try await withEngine { _, t, a in
             await a.list([ScriptedAdapter.lamp(), ScriptedAdapter.lamp("lamp-2", name: "desk")])
+            // desk's announcement, which the supervisor makes on its own after the listing (it would follow the
+            // report's states if the report came first): over before the report, so that the report's own
+            // publications are all there is to read.
+            try await waitUntil("desk's announcement") {
+                let topics = t.published.map(\.topic)
+                guard let i = topics.firstIndex(of: "b/test/desk/availability") else { return false }
+                return topics[i...].contains("b/bridge/event")
+            }
             t.clear()
             await a.report([DeviceReport("lamp-1", fields: ["brightness": 20], available: false),
                             DeviceReport("lamp-2", fields: ["state": "ON"]),
                             DeviceReport("lamp-1", available: false)])
             let got = t.published.map { "\($0.topic)=\($0.payload)" }
-            #expect(Array(got.prefix(3)) == [#"b/test/lamp={"brightness":20,"state":"OFF"}"#, "b/test/lamp/availability=offline", #"b/test/desk={"state":"ON"}"#])
-            // The new device's announcement follows the states, unless the supervisor made it before the report.
-            let announced = ["b/bridge/devices/test/desk", "homeassistant/light/switchyard_b_test_lamp-2/light/config", "b/test/desk/availability",
-                             "b/bridge/event"]
-            #expect(got.count == 3 || t.published.dropFirst(3).map(\.topic) == announced, "\(got)")
+            #expect(got == [#"b/test/lamp={"brightness":20,"state":"OFF"}"#, "b/test/lamp/availability=offline", #"b/test/desk={"state":"ON"}"#])
         }
     }
 
