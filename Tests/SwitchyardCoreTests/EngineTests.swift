@@ -368,6 +368,11 @@ func quietEngine(_ t: InMemoryTransport, _ settings: EngineSettings = EngineSett
             defer { t.finish() }   // the end of the transport's events ends `run`
             try await waitUntil("adapter listed") { await e.deviceNames("test") == ["lamp-1": "lamp"] }
             try await waitUntil("its state") { t.published.contains { $0.topic == "b/test/lamp" } }
+            // The adapter says it runs after its first states, and bridge/info follows: over before `body`, so
+            // that a test reading what comes next reads only what it caused.
+            try await waitUntil("bridge/info with the adapter running") {
+                t.published.contains { $0.topic == "b/bridge/info" && $0.payload.contains(#""test":"running""#) }
+            }
             return try await body(e, t, a)
         }
     }
