@@ -218,8 +218,9 @@ enum Failover {
     /// SIGTERM: the active hands over at once: it says `offline` as it stops and the standby takes over from
     /// that, never beside it; the standby cost no upstream request while it waited; a broker restart leaves one
     /// active instance. How long the hand-over takes is printed, not asserted (no timing assertions in `swift
-    /// test`: beside two busy loops over RabbitMQ it once took 2.01 s); switchyard-bench's failover scenario
-    /// measures it (docs/performance.md).
+    /// test`: beside two busy loops over RabbitMQ it once took 2.01 s). switchyard-bench's failover scenario
+    /// measures the part after `offline`, the takeover a Last Will starts, after a kill -9 (docs/performance.md);
+    /// a's graceful stop before it is measured nowhere.
     static func aStoppedActiveHandsOver(over kind: BrokerKind) async throws {
         try await FailoverHarness.with(kind) { h in
             let rig = h.rig
